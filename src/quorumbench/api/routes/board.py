@@ -1,0 +1,109 @@
+"""Leaderboard, tasks, epochs and benchmarks (public reads)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+from sqlalchemy import select
+
+from quorumbench.api.deps import Context
+from quorumbench.api.schemas import BenchmarkOut, EpochOut, LeaderboardOut, LeaderboardRowOut
+from quorumbench.db.models import Benchmark, Epoch
+from quorumbench.errors import NotFoundError
+from quorumbench.services import tasks as task_service
+from quorumbench.services.leaderboard import SortKey, leaderboard
+from quorumbench.services.scheduler import ensure_epoch, revealed_seed
+
+router = APIRouter(prefix="/v0", tags=["leaderboard"])
+CSV_COLUMNS = list(LeaderboardRowOut.model_fields)
+
+
+@router.get("/leaderboard", response_model=LeaderboardOut)
+def get_leaderboard(
+    ctx: Context,
+    benchmark: str | None = Query(None, description="A benchmark name; omit for the aggregate."),
+    sort: SortKey = "score",
+    order: Literal["asc", "desc"] = "desc",
+    min_samples: int = Query(0, ge=0),
+    q: str | None = Query(None, max_length=100, description="Model name contains."),
+    limit: int = Query(50, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+    format: Literal["json", "csv"] = "json",
+) -> Any:
+    """The ranking with 95% intervals; ``format=csv`` for a spreadsheet."""
+    page = leaderboard(
+        ctx,
+        benchmark=benchmark,
+        sort=sort,
+        descending=order == "desc",
+        min_samples=min_samples,
+        model_query=q,
+        limit=limit,
+        offset=offset,
+    )
+    rows = [LeaderboardRowOut(**r.__dict__) for r in page.rows]
+    if format == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(row.model_dump(mode="json"))
+        return Response(buffer.getvalue(), media_type="text/csv; charset=utf-8")
+    return LeaderboardOut(total=page.total, limit=limit, offset=offset, rows=rows)
+
+
+@router.get("/tasks")
+def list_tasks(
+    ctx: Context,
+    status: str | None = Query(None, description="PENDING, DONE or DISPUTED."),
+    model_id: int | None = None,
+    benchmark: str | None = None,
+    limit: int = Query(50, ge=1, le=500),
+    after_id: int = Query(0, ge=0),
+) -> list[dict[str, Any]]:
+    """Tasks with their status; results and outcomes once final."""
+    return task_service.list_tasks(
+        ctx, status=status, model_id=model_id, benchmark=benchmark, limit=limit, after_id=after_id
+    )
+
+
+@router.get("/tasks/{task_id}")
+def get_task(task_id: int, ctx: Context) -> dict[str, Any]:
+    return task_service.get_task(ctx, task_id)
+
+
+@router.get("/benchmarks", response_model=list[BenchmarkOut])
+def list_benchmarks(ctx: Context) -> list[BenchmarkOut]:
+    with ctx.db.read() as session:
+        return [
+            BenchmarkOut.model_validate(b)
+            for b in session.scalars(select(Benchmark).order_by(Benchmark.name, Benchmark.version))
+        ]
+
+
+def _epoch_out(epoch: Epoch, ctx: Context) -> EpochOut:
+    return EpochOut(
+        id=epoch.id,
+        starts_at=epoch.starts_at,
+        ends_at=epoch.ends_at,
+        seed_commitment=epoch.seed_commitment,
+        seed=revealed_seed(epoch, ctx.now()),
+    )
+
+
+@router.get("/epochs/current", response_model=EpochOut)
+def current_epoch(ctx: Context) -> EpochOut:
+    return _epoch_out(ensure_epoch(ctx, ctx.now()), ctx)
+
+
+@router.get("/epochs/{epoch_id}", response_model=EpochOut)
+def get_epoch(epoch_id: int, ctx: Context) -> EpochOut:
+    with ctx.db.read() as session:
+        epoch = session.get(Epoch, epoch_id)
+    if epoch is None:
+        raise NotFoundError(f"no epoch {epoch_id}")
+    return _epoch_out(epoch, ctx)

@@ -1,0 +1,125 @@
+"""HTTP request and response bodies (separate from the ORM models)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quorumbench.services.results import ResultPayload
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class ModelIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str = Field(description="Model ref; a branch or tag is pinned to its commit.")
+    name: str | None = Field(None, max_length=256, description="Display name.")
+
+
+class ModelOut(_Out):
+    id: int
+    ref: str
+    name: str
+    owner_id: int
+    revision: str
+    weights_sha256: str | None
+    params: int | None
+    architecture: str | None
+    context_length: int | None
+    dtype: str | None
+    quantization: str | None
+    license: str | None
+    base_ref: str | None
+    active: bool
+    created_at: datetime
+
+
+class BenchmarkOut(_Out):
+    name: str
+    version: int
+    prompt_version: int
+    kind: str
+    dataset_sha256: str
+    samples_per_task: int
+    weight: float
+    active: bool
+
+
+class EpochOut(BaseModel):
+    id: int
+    starts_at: datetime
+    ends_at: datetime
+    seed_commitment: str
+    seed: str | None = Field(description="Revealed once the epoch has ended.")
+
+
+class LeaseIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    runner: str = Field("default", description="Runner name within the account.")
+    pull_key: str | None = Field(
+        None,
+        min_length=8,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="Idempotency key: a retried pull with the same key returns the same lease.",
+    )
+
+
+class LeaseOut(BaseModel):
+    lease_id: int
+    attempt: int
+    expires_at: datetime
+    task: dict[str, Any]
+
+
+class HeartbeatIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    attempt: int
+
+
+class HeartbeatOut(BaseModel):
+    lease_id: int
+    expires_at: datetime
+
+
+class SubmitIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    attempt: int
+    result: ResultPayload
+
+
+class SubmitOut(BaseModel):
+    result_id: int
+    task_id: int
+    task_status: str
+    round: int
+    duplicate: bool
+
+
+class LeaderboardRowOut(BaseModel):
+    rank: int
+    model_id: int
+    model: str
+    benchmark: str
+    score: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    n_samples: int
+    n_tasks: int
+    updated_at: datetime
+
+
+class LeaderboardOut(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    rows: list[LeaderboardRowOut]

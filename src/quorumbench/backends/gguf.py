@@ -1,0 +1,97 @@
+"""GGUF models: converted once through transformers' GGUF loader, then cached.
+
+transformers de-quantizes a GGUF file into a normal model; converting takes tens of
+seconds, so the result is saved as safetensors under
+``<cache>/gguf/<file sha256>/`` and later loads read that directory (a fraction of a
+second). The recorded revision is the SHA-256 of the GGUF file itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from quorumbench.backends._files import default_cache_dir, file_sha256, pinned_local, require
+from quorumbench.backends._registry import BackendOptions
+from quorumbench.errors import MissingDependencyError, ModelLoadError
+from quorumbench.evaluation.backend import ModelBackend
+from quorumbench.evaluation.refs import ModelRef
+
+_MARKER = "quorumbench-converted"
+
+
+def locate_gguf(ref: ModelRef, options: BackendOptions) -> tuple[Path, str]:
+    """The local GGUF file of ``ref`` and its SHA-256 (downloading a pinned Hub file)."""
+    if ref.is_local:
+        return pinned_local(ref.location, ref.revision, "file")
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as exc:
+        raise MissingDependencyError("huggingface_hub", "hf") from exc
+    try:
+        local = hf_hub_download(ref.location, ref.filename or "", revision=ref.revision)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"cannot download {ref.canonical()} ({type(exc).__name__}: {exc})"
+        ) from exc
+    path = Path(local)
+    return path, file_sha256(path)
+
+
+def converted_dir(gguf_path: Path, digest: str, cache_dir: Path | None) -> Path:
+    """A transformers directory converted from ``gguf_path``; converts on first use."""
+    require("torch", "transformers", "gguf", extra="gguf")
+    from filelock import FileLock
+
+    root = (cache_dir or default_cache_dir()) / "gguf"
+    target = root / digest
+    if (target / _MARKER).is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f"{digest}.lock")):
+        if (target / _MARKER).is_file():
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=f"{digest[:12]}-", dir=root))
+        try:
+            _convert(gguf_path, staging)
+            (staging / _MARKER).write_text(f"{gguf_path.name}\n{digest}\n", encoding="utf-8")
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _convert(gguf_path: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
+        )
+    except Exception as exc:
+        raise ModelLoadError(f"transformers cannot load {gguf_path}: {exc}") from exc
+    # The de-quantized weights are ordinary tensors; drop the GGUF quantizer so the
+    # model saves as plain safetensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def load_gguf_backend(ref: ModelRef, options: BackendOptions) -> ModelBackend:
+    """Load a GGUF model through transformers (de-quantized, converted once)."""
+    path, digest = locate_gguf(ref, options)
+    from quorumbench.backends.hf import load_transformers_dir
+
+    directory = converted_dir(path, digest, options.cache_dir)
+    pinned = ref if ref.revision else ref.with_revision(digest)
+    if ref.is_local:
+        pinned = ModelRef("gguf", str(path), digest)
+    return load_transformers_dir(directory, pinned, digest, options, backend="gguf")

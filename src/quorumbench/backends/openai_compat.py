@@ -1,0 +1,599 @@
+"""A model behind an OpenAI-compatible HTTP endpoint (OpenAI, vLLM, llama.cpp, TGI…).
+
+Generation goes to ``/chat/completions`` (chat prompts) or ``/completions`` (plain
+text), greedy (``temperature: 0``). Multiple choice is scored the way
+lm-evaluation-harness's ``local-completions`` model does it: ``context +
+continuation`` is sent to ``/completions`` with ``echo`` and ``logprobs`` and the
+log-probabilities of the continuation's tokens are summed. An endpoint that cannot
+echo log-probabilities makes the backend fall back, once and for good, to a
+letter-choice prompt through ``/chat/completions``.
+
+Requests run concurrently (at most ``max_concurrency`` at a time) on an
+``httpx.AsyncClient``; connection errors, timeouts, HTTP 429 and 5xx are retried
+with exponential backoff (honouring ``Retry-After``). Other 4xx answers fail at once
+with :class:`~quorumbench.errors.EndpointError`.
+
+The API key is sent as ``Authorization: Bearer …`` and nowhere else: it is kept in a
+:class:`~pydantic.SecretStr`, scrubbed from every error message, and never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import string
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+from quorumbench.backends._registry import BackendOptions
+from quorumbench.errors import BackendError, EndpointError, InvalidRefError
+from quorumbench.evaluation.backend import (
+    ChoiceRequest,
+    ChoiceResult,
+    FinishReason,
+    GenerateRequest,
+    GenerateResult,
+    ModelInfo,
+    Progress,
+    no_progress,
+)
+from quorumbench.evaluation.extract import truncate_at_stop
+from quorumbench.evaluation.refs import ModelRef
+
+T = TypeVar("T")
+Json = dict[str, Any]
+Sleep = Callable[[float], Awaitable[None]]
+
+MAX_SERVER_STOPS = 4
+"""OpenAI accepts at most four stop sequences; the rest are applied locally."""
+MAX_RETRY_AFTER_S = 120.0
+"""A server's ``Retry-After`` is honoured up to this many seconds."""
+LETTERS = string.ascii_uppercase
+LETTER_INSTRUCTION = (
+    "Answer the following multiple-choice question. "
+    "Reply with the letter of the correct option only."
+)
+_FATAL_5XX = {501, 505}
+_UNSUPPORTED_STATUS = {404, 405, 501}
+_MAX_DETAIL = 200
+
+
+class _Transient(Exception):
+    """A failure worth retrying (network error, timeout, 429, 5xx)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+class _Unsupported(Exception):
+    """The endpoint cannot echo prompt log-probabilities."""
+
+
+async def _in_order(coros: Sequence[Awaitable[T]]) -> list[T]:
+    """Await all, results in order; on the first failure cancel the rest and re-raise."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class _Session:
+    """One sync call's client and its concurrency limit."""
+
+    client: httpx.AsyncClient
+    limit: asyncio.Semaphore
+
+
+class _KeepOpen(httpx.AsyncBaseTransport):
+    """Lends an injected transport to a client without letting the client close it."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _public_url(url: str) -> str:
+    """``url`` without query string or fragment (they may carry tokens)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+def sanitize(text: str, secret: str | None) -> str:
+    """A short, single-line, printable version of ``text`` with ``secret`` masked."""
+    if secret:
+        text = text.replace(secret, "***")
+    text = re.sub(r"(?i)bearer\s+\S+", "Bearer ***", text)
+    text = re.sub(r"\bsk-[\w-]{4,}", "sk-***", text)
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+def _error_detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:1000]
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            for key in ("message", "detail", "msg"):
+                if isinstance(error.get(key), str):
+                    return str(error[key])
+        if isinstance(error, str):
+            return error
+        if isinstance(body.get("detail"), str):
+            return str(body["detail"])
+    return str(body)[:1000]
+
+
+def retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """Seconds a server asked us to wait (``retry-after-ms`` or ``Retry-After``)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def letter_prompt(request: ChoiceRequest) -> str:
+    """The letter-choice prompt: the options in ``letter_order``, labelled A, B, C."""
+    lines = [LETTER_INSTRUCTION, "", f"Question: {request.question}"]
+    for letter, index in zip(LETTERS, request.letter_order, strict=False):
+        lines.append(f"{letter}. {request.options[index]}")
+    lines += ["", "Answer:"]
+    return "\n".join(lines)
+
+
+def parse_letter(reply: str, n_options: int) -> int | None:
+    """Position (0 = A) of the first standalone option letter in ``reply``, if any."""
+    for match in re.finditer(r"(?<![A-Za-z0-9])([A-Z])(?![A-Za-z0-9])", reply):
+        position = ord(match.group(1)) - ord("A")
+        if position < n_options:
+            return position
+    return None
+
+
+def continuation_logprob(logprobs: Json, context_len: int, prompt_len: int) -> tuple[float, int]:
+    """Sum of the log-probabilities of the tokens that cover ``prompt[context_len:]``.
+
+    ``logprobs`` is a completion choice's ``logprobs`` object (``tokens``,
+    ``token_logprobs``, ``text_offset``). A token counts when it ends after the
+    context and starts inside the prompt (tokens a server generated after the prompt
+    are ignored). Returns the sum and the number of tokens.
+
+    Raises:
+        _Unsupported: the object lacks the echoed prompt tokens.
+    """
+    tokens = logprobs.get("tokens")
+    values = logprobs.get("token_logprobs")
+    offsets = logprobs.get("text_offset")
+    if not (isinstance(tokens, list) and isinstance(values, list) and isinstance(offsets, list)):
+        raise _Unsupported("no tokens/token_logprobs/text_offset in the answer")
+    if not tokens or len(tokens) != len(values) or len(tokens) != len(offsets):
+        raise _Unsupported("tokens, token_logprobs and text_offset differ in length")
+    if offsets[0] != 0:
+        raise _Unsupported("the answer does not echo the prompt")
+    total, count = 0.0, 0
+    for i, (start, value) in enumerate(zip(offsets, values, strict=True)):
+        end = offsets[i + 1] if i + 1 < len(offsets) else start + len(str(tokens[i]))
+        if start >= prompt_len or end <= context_len:
+            continue
+        if value is None:
+            raise EndpointError(
+                "the endpoint gave no log-probability for the first option token "
+                "(an option at the very start of the prompt cannot be scored)"
+            )
+        total += float(value)
+        count += 1
+    if count == 0:
+        raise _Unsupported("no echoed token covers the continuation")
+    return total, count
+
+
+class OpenAICompatBackend:
+    """A model served by an OpenAI-compatible endpoint.
+
+    Args:
+        ref: An ``openai:<base url>#<model name>`` reference.
+        options: Shared backend options: ``api_key``, ``timeout_s``,
+            ``max_concurrency`` and ``max_retries`` (retries after the first attempt).
+        transport: An httpx transport to use instead of the network (tests pass an
+            ``httpx.MockTransport``); the backend never closes it.
+        backoff_s: First retry delay; each further retry doubles it.
+        max_backoff_s: Longest delay between retries (``Retry-After`` aside).
+        sleep: The coroutine used to wait between retries.
+        letter_max_tokens: Tokens allowed for the reply to a letter-choice prompt.
+    """
+
+    def __init__(
+        self,
+        ref: ModelRef,
+        options: BackendOptions,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        sleep: Sleep = asyncio.sleep,
+        letter_max_tokens: int = 16,
+    ) -> None:
+        if ref.scheme != "openai" or not ref.model_name:
+            raise InvalidRefError(f"{ref.canonical()} is not an openai:<base url>#<model> ref")
+        self._ref = ref
+        self._base = ref.location.rstrip("/")
+        self._model = ref.model_name
+        self._key = options.api_key
+        self._timeout = options.timeout_s
+        self._concurrency = max(1, options.max_concurrency)
+        self._attempts = max(0, options.max_retries) + 1
+        self._transport = transport
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._sleep = sleep
+        self._letter_max_tokens = letter_max_tokens
+        self._letters = False
+        self._echo_max_tokens = 0
+        self._info: ModelInfo | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatBackend(ref={self._ref.canonical()!r})"
+
+    @property
+    def uses_letters(self) -> bool:
+        """Whether multiple choice has fallen back to letter-choice prompts."""
+        return self._letters
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def _secret(self) -> str | None:
+        return self._key.get_secret_value() if self._key else None
+
+    def _client(self) -> httpx.AsyncClient:
+        headers = {"Accept": "application/json"}
+        if self._key is not None:
+            headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
+        transport = _KeepOpen(self._transport) if self._transport is not None else None
+        limits = httpx.Limits(max_connections=self._concurrency)
+        return httpx.AsyncClient(
+            base_url=self._base + "/",
+            headers=headers,
+            timeout=httpx.Timeout(self._timeout),
+            transport=transport,
+            limits=limits,
+        )
+
+    def _run(self, work: Callable[[_Session], Awaitable[T]]) -> T:
+        """Run ``work`` on a fresh client and event loop, from sync code."""
+        if self._closed:
+            raise BackendError(f"{self!r} is closed")
+
+        async def main() -> T:
+            async with self._client() as client:
+                return await work(_Session(client, asyncio.Semaphore(self._concurrency)))
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(main())
+        with ThreadPoolExecutor(max_workers=1) as pool:  # called from async code
+            return pool.submit(asyncio.run, main()).result()
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, _Transient) and error.retry_after is not None:
+            return min(error.retry_after, MAX_RETRY_AFTER_S)
+        return float(min(self._backoff_s * 2 ** (state.attempt_number - 1), self._max_backoff_s))
+
+    def _where(self, path: str) -> str:
+        return _public_url(f"{self._base}/{path}")
+
+    async def _send(self, session: _Session, path: str, body: Json | None) -> httpx.Response:
+        try:
+            async with session.limit:
+                if body is None:
+                    return await session.client.get(path)
+                return await session.client.post(path, json=body)
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            failure = type(exc).__name__
+        # Raised outside the except block: the httpx error (whose request carries the
+        # Authorization header) does not travel on as __context__.
+        raise _Transient(f"{self._where(path)} failed: {failure}")
+
+    async def _call(
+        self,
+        session: _Session,
+        path: str,
+        body: Json | None = None,
+        *,
+        attempts: int | None = None,
+    ) -> Json:
+        """One API call with retries; the decoded JSON object of a 2xx answer."""
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(attempts or self._attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Transient),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        response: httpx.Response | None = None
+        failure: str | None = None
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    response = await self._send(session, path, body)
+                    status = response.status_code
+                    if status == 429 or (status >= 500 and status not in _FATAL_5XX):
+                        detail = sanitize(_error_detail(response), self._secret())
+                        raise _Transient(
+                            f"{self._where(path)} answered HTTP {status}: {detail}",
+                            retry_after_seconds(response.headers),
+                        )
+        except _Transient as exc:
+            failure = exc.message
+        if failure is not None or response is None:
+            raise EndpointError(f"{failure} (gave up after {attempts or self._attempts} tries)")
+        return self._decode(response, path)
+
+    def _decode(self, response: httpx.Response, path: str) -> Json:
+        status = response.status_code
+        if not 200 <= status < 300:
+            detail = sanitize(_error_detail(response), self._secret())
+            raise EndpointError(f"{self._where(path)} answered HTTP {status}: {detail}", status)
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise EndpointError(f"{self._where(path)} did not answer with a JSON object")
+        return data
+
+    def _choice(self, data: Json, path: str) -> Json:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise EndpointError(f"{self._where(path)} answered without choices")
+        choice: Json = choices[0]
+        return choice
+
+    # -- generation ----------------------------------------------------------------
+
+    async def _generate_one(self, session: _Session, request: GenerateRequest) -> GenerateResult:
+        stops = tuple(s for s in request.stop if s)
+        body: Json = {"model": self._model, "temperature": 0, "max_tokens": request.max_new_tokens}
+        if stops:
+            body["stop"] = list(stops[:MAX_SERVER_STOPS])
+        messages = request.prompt.messages
+        if messages is not None:
+            path = "chat/completions"
+            body["messages"] = [{"role": m.role, "content": m.content} for m in messages]
+        else:
+            path = "completions"
+            body["prompt"] = request.prompt.text
+        data = await self._call(session, path, body)
+        choice = self._choice(data, path)
+        raw = _chat_content(choice) if messages is not None else choice.get("text")
+        text, cut = truncate_at_stop(raw if isinstance(raw, str) else "", stops)
+        server_stop = choice.get("stop_reason")  # vLLM: the stop string that matched
+        reason: FinishReason = "eos"
+        if cut or (isinstance(server_stop, str) and server_stop in stops):
+            reason = "stop"
+        elif choice.get("finish_reason") == "length":
+            reason = "length"
+        return GenerateResult(text, _completion_tokens(data), reason)
+
+    def generate(
+        self,
+        requests: Sequence[GenerateRequest],
+        *,
+        batch_size: int,
+        progress: Progress = no_progress,
+    ) -> list[GenerateResult]:
+        """Greedy completions, in request order.
+
+        ``batch_size`` is ignored: up to ``max_concurrency`` requests are in flight.
+        """
+
+        async def work(session: _Session) -> list[GenerateResult]:
+            async def one(request: GenerateRequest) -> GenerateResult:
+                result = await self._generate_one(session, request)
+                progress(1)
+                return result
+
+            return await _in_order([one(r) for r in requests])
+
+        return self._run(work) if requests else []
+
+    # -- multiple choice -----------------------------------------------------------
+
+    async def _score_option(
+        self, session: _Session, context: str, option: str
+    ) -> tuple[float, int]:
+        prompt = context + option
+        while True:
+            max_tokens = self._echo_max_tokens
+            body: Json = {
+                "model": self._model,
+                "prompt": prompt,
+                "echo": True,
+                "max_tokens": max_tokens,
+                "logprobs": 1,
+                "temperature": 0,
+            }
+            try:
+                data = await self._call(session, "completions", body)
+            except EndpointError as exc:
+                message = exc.message.lower()
+                if exc.status in _UNSUPPORTED_STATUS:
+                    raise _Unsupported(exc.message) from None
+                if exc.status in (400, 422) and max_tokens == 0 and "max_tokens" in message:
+                    self._echo_max_tokens = 1  # this server wants at least one new token
+                    continue
+                if exc.status in (400, 422) and ("echo" in message or "logprob" in message):
+                    raise _Unsupported(exc.message) from None
+                raise
+            logprobs = self._choice(data, "completions").get("logprobs")
+            if not isinstance(logprobs, dict):
+                raise _Unsupported("no logprobs in the answer")
+            return continuation_logprob(logprobs, len(context), len(prompt))
+
+    async def _by_letter(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
+        if len(request.options) > len(LETTERS):
+            raise BackendError(f"a letter-choice prompt holds at most {len(LETTERS)} options")
+        body: Json = {
+            "model": self._model,
+            "messages": [{"role": "user", "content": letter_prompt(request)}],
+            "temperature": 0,
+            "max_tokens": self._letter_max_tokens,
+        }
+        data = await self._call(session, "chat/completions", body)
+        reply = _chat_content(self._choice(data, "chat/completions"))
+        position = parse_letter(reply, len(request.letter_order))
+        chosen = request.letter_order[position] if position is not None else None
+        return ChoiceResult(
+            "letter", chosen=chosen, raw_text=reply, n_tokens=_completion_tokens(data)
+        )
+
+    async def _choose_one(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
+        if not self._letters:
+            context = request.context
+            options = [self._score_option(session, context, c) for c in request.continuations]
+            try:
+                scored = await _in_order(options)
+            except _Unsupported:
+                self._letters = True  # remembered: later requests skip the attempt
+            else:
+                return ChoiceResult(
+                    "loglikelihood",
+                    tuple(ll for ll, _ in scored),
+                    n_tokens=sum(n for _, n in scored),
+                )
+        return await self._by_letter(session, request)
+
+    def choose(
+        self,
+        requests: Sequence[ChoiceRequest],
+        *,
+        batch_size: int,
+        progress: Progress = no_progress,
+    ) -> list[ChoiceResult]:
+        """Log-likelihoods of the options, in request order.
+
+        When the endpoint cannot echo log-probabilities, a letter-choice prompt
+        picks the option instead. ``batch_size`` is ignored: up to
+        ``max_concurrency`` requests are in flight.
+        """
+
+        async def work(session: _Session) -> list[ChoiceResult]:
+            async def one(request: ChoiceRequest) -> ChoiceResult:
+                result = await self._choose_one(session, request)
+                progress(1)
+                return result
+
+            return await _in_order([one(r) for r in requests])
+
+        return self._run(work) if requests else []
+
+    # -- the rest of the protocol --------------------------------------------------
+
+    async def _served_model(self, session: _Session) -> Json | None:
+        try:
+            data = await self._call(session, "models", attempts=1)
+        except EndpointError:
+            return None
+        entries = data.get("data")
+        if not isinstance(entries, list):
+            return None
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("id") == self._model:
+                found: Json = entry
+                return found
+        return None
+
+    @property
+    def info(self) -> ModelInfo:
+        """What is being evaluated; asks ``GET /models`` once (missing is fine)."""
+        if self._info is None:
+            entry = None if self._closed else self._run(self._served_model)
+            revision = self._model
+            details = {"endpoint_models": "unavailable" if entry is None else "listed"}
+            if entry is not None:
+                for key in ("root", "owned_by", "parent"):
+                    value = entry.get(key)
+                    if isinstance(value, str) and value:
+                        details[key] = value
+                root = details.get("root")
+                if root and root != self._model:
+                    revision = f"{self._model}@{root}"
+            self._info = ModelInfo(
+                ref=self._ref.canonical(),
+                backend="openai-compat",
+                revision=revision,
+                is_chat=True,
+                device="remote",
+                details=details,
+            )
+        return self._info
+
+    def count_tokens(self, text: str) -> int:
+        """An estimate (four characters a token): the endpoint's tokenizer is unknown."""
+        return len(text) // 4
+
+    def close(self) -> None:
+        """Stop answering requests. Clients live for one call, so none is left open."""
+        self._closed = True
+
+
+def _chat_content(choice: Json) -> str:
+    message = choice.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _completion_tokens(data: Json) -> int:
+    usage = data.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) else 0
+
+
+def load_openai_backend(ref: ModelRef, options: BackendOptions) -> OpenAICompatBackend:
+    """The backend factory registered as ``openai-compat``.
+
+    Args:
+        ref: An ``openai:<base url>#<model name>`` reference.
+        options: Backend options; ``api_key`` is sent as a bearer token.
+
+    Returns:
+        A backend that talks to the endpoint; nothing is contacted until it is used.
+    """
+    return OpenAICompatBackend(ref, options)

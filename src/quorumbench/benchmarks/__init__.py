@@ -1,0 +1,49 @@
+"""Built-in benchmarks, registered by name and imported on first use.
+
+Each entry maps a name to a factory ``(BenchmarkContext) -> Benchmark``. A path to
+a ``.yaml``/``.yml``/``.json`` file is loaded as a custom benchmark spec instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from quorumbench.errors import UnknownBenchmarkError
+from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext
+from quorumbench.evaluation.registry import Registry
+
+BenchmarkFactory = Callable[[BenchmarkContext], Benchmark]
+
+_BUILTINS = {
+    "arith": "quorumbench.benchmarks.arith:ArithBenchmark",
+    "gsm8k": "quorumbench.benchmarks.gsm8k:Gsm8kBenchmark",
+    "truthfulqa-mc1": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC1",
+    "truthfulqa-mc2": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC2",
+}
+
+
+def _not_found(name: str, known: list[str]) -> Exception:
+    return UnknownBenchmarkError(
+        f"unknown benchmark {name!r}; known: {', '.join(known)} "
+        "(or give the path of a custom benchmark spec, .yaml or .json)"
+    )
+
+
+def registry() -> Registry[BenchmarkFactory]:
+    """A fresh registry of the built-in and plugin benchmarks."""
+    return Registry("benchmark", _BUILTINS, "quorumbench.benchmarks", _not_found)
+
+
+def load_benchmark(
+    name_or_path: str,
+    context: BenchmarkContext,
+    benchmarks: Registry[BenchmarkFactory] | None = None,
+) -> Benchmark:
+    """A registered benchmark by name, or a custom spec by file path."""
+    if name_or_path.endswith((".yaml", ".yml", ".json")):
+        from quorumbench.benchmarks.custom import load_custom_benchmark
+
+        return load_custom_benchmark(Path(name_or_path), context)
+    factory = (benchmarks or registry()).get(name_or_path)
+    return factory(context)

@@ -1,0 +1,1 @@
+"""The ``quorumbench`` command line (Typer)."""

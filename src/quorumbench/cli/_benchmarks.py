@@ -1,0 +1,65 @@
+"""``quorumbench benchmark …`` and ``quorumbench plugins list``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from quorumbench.backends import registry as backend_registry
+from quorumbench.benchmarks import load_benchmark
+from quorumbench.benchmarks import registry as benchmark_registry
+from quorumbench.benchmarks.custom import load_custom_benchmark, read_spec
+from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.engine import select_samples
+from quorumbench.settings import get_settings
+
+_DESCRIPTIONS = {
+    "arith": "generated arithmetic word problems (no data needed)",
+    "gsm8k": "GSM8K test, chain-of-thought, exact match on the final number",
+    "truthfulqa-mc1": "TruthfulQA, best answer ranked first (log-likelihood)",
+    "truthfulqa-mc2": "TruthfulQA, probability mass on true answers",
+}
+
+
+def list_benchmarks(console: Console) -> None:
+    table = Table(title="benchmarks", title_justify="left")
+    for column in ("name", "origin", "description"):
+        table.add_column(column)
+    for status in benchmark_registry().status():
+        description = _DESCRIPTIONS.get(status.name, "")
+        if status.error:
+            description = f"[red]failed to load: {status.error}[/]"
+        table.add_row(status.name, status.origin, description)
+    console.print(table)
+
+
+def list_plugins(console: Console) -> None:
+    table = Table(title="plugins", title_justify="left")
+    for column in ("kind", "name", "target", "origin", "status"):
+        table.add_column(column)
+    for kind, statuses in (
+        ("benchmark", benchmark_registry().status()),
+        ("backend", backend_registry().status()),
+    ):
+        for s in statuses:
+            state = f"[red]error: {s.error}[/]" if s.error else "ok"
+            table.add_row(kind, s.name, s.target, s.origin, state)
+    console.print(table)
+
+
+def validate_spec(path: Path, console: Console) -> None:
+    spec = read_spec(path)
+    benchmark = load_custom_benchmark(path, BenchmarkContext())
+    console.print(
+        f"[green]ok[/] {spec.name} v{spec.version} ({spec.format}): "
+        f"{len(benchmark.sample_ids())} samples, data sha256 {spec.data.sha256}"
+    )
+
+
+def print_sample_ids(name: str, seed: str, n: int, datasets_dir: Path | None) -> None:
+    directory = datasets_dir or get_settings().datasets_dir
+    benchmark = load_benchmark(name, BenchmarkContext(directory))
+    for sample in select_samples(benchmark, n, seed):
+        print(sample.id)  # noqa: T201 - plain output for scripts

@@ -1,0 +1,96 @@
+"""``quorumbench eval``: load, run with a progress bar, print and save."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import SecretStr
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from quorumbench.backends import BackendOptions, load_backend
+from quorumbench.benchmarks import load_benchmark
+from quorumbench.cli._output import print_result, write_json
+from quorumbench.errors import ConfigError
+from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.engine import EvalConfig, evaluate
+from quorumbench.evaluation.refs import parse_ref
+from quorumbench.settings import get_settings
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    model: str
+    benchmark: str
+    samples: int
+    seed: str
+    batch_size: int
+    json_path: Path | None
+    datasets_dir: Path | None
+    cache_dir: Path | None
+    prompt_style: Literal["auto", "chat", "plain"]
+    shots: int | None
+    max_new_tokens: int | None
+    device: str
+    dtype: str
+    allow_pickle: bool
+    trust_remote_code: bool
+    api_key: str | None
+    concurrency: int
+    threads: int | None
+    show_samples: bool
+
+    def __repr__(self) -> str:  # the API key must never reach a log or traceback
+        return f"EvalArgs(model={self.model!r}, benchmark={self.benchmark!r}, ...)"
+
+
+def _check_json_target(path: Path | None) -> None:
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"--json {path} is a directory; give a file path")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--json {path}: directory {path.parent} does not exist")
+
+
+def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
+    _check_json_target(args.json_path)
+    ref = parse_ref(args.model)  # fail fast on a bad ref, before loading anything
+    settings = get_settings()
+    datasets_dir = args.datasets_dir or settings.datasets_dir
+    api_key = SecretStr(args.api_key) if args.api_key else settings.openai_api_key
+    context = BenchmarkContext(datasets_dir, args.shots, args.max_new_tokens)
+    with err_console.status(f"Loading benchmark {args.benchmark}…"):
+        benchmark = load_benchmark(args.benchmark, context)
+    options = BackendOptions(
+        device=args.device,
+        dtype=args.dtype,
+        allow_pickle=args.allow_pickle,
+        trust_remote_code=args.trust_remote_code,
+        cache_dir=args.cache_dir or settings.cache_dir,
+        api_key=api_key,
+        max_concurrency=args.concurrency,
+        threads=args.threads,
+    )
+    with err_console.status(f"Loading model {ref.canonical()}… (a GGUF file is converted once)"):
+        backend = load_backend(ref, options)
+    config = EvalConfig(args.samples, args.seed, args.batch_size, args.prompt_style)
+    try:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=False,
+        ) as bar:
+            task = bar.add_task(f"{benchmark.name} × {backend.info.backend}", total=args.samples)
+            result = evaluate(benchmark, backend, config, lambda k: bar.advance(task, k))
+    finally:
+        backend.close()
+    print_result(console, result, args.show_samples)
+    if args.json_path is not None:
+        write_json(args.json_path, result)
+        err_console.print(f"wrote {args.json_path}")

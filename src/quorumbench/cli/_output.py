@@ -1,0 +1,88 @@
+"""Rendering run results for people: tables and a one-line summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from quorumbench.evaluation.results import RunResult
+
+MAX_SLICES = 12
+
+
+def results_table(result: RunResult) -> Table:
+    """The headline table of one run."""
+    table = Table(title="QuorumBench evaluation", show_header=False, title_justify="left")
+    table.add_column("key", style="bold")
+    table.add_column("value", overflow="fold")
+    agg = result.aggregate
+    table.add_row("model", result.model["ref"])
+    table.add_row(
+        "benchmark",
+        f"{result.benchmark['name']} v{result.benchmark['version']} "
+        f"(prompt v{result.benchmark['prompt_version']}, {result.benchmark['prompt_style']})",
+    )
+    table.add_row("score", f"{agg.mean:.4f}  (95% CI {agg.ci_low:.3f}–{agg.ci_high:.3f})")
+    correct = sum(1 for s in result.samples if s.correct)
+    table.add_row("samples", f"{result.n}  ({correct} correct, seed {result.sampling['seed']!r})")
+    table.add_row("runtime", f"{result.runtime_s:.2f} s  ({result.samples_per_s:.2f} samples/s)")
+    table.add_row("tokens/s", f"{result.tokens_per_s:.1f}")
+    table.add_row("outputs sha256", result.outputs_sha256)
+    return table
+
+
+def slices_table(result: RunResult) -> Table | None:
+    """Score per subject when the run covers more than one subject."""
+    subjects = [s for s in result.slices if s.label == "subject"]
+    if len(subjects) < 2:
+        return None
+    table = Table(title="by subject", title_justify="left")
+    table.add_column("subject")
+    table.add_column("n", justify="right")
+    table.add_column("score", justify="right")
+    for row in sorted(subjects, key=lambda s: (-s.n, s.value))[:MAX_SLICES]:
+        table.add_row(row.value, str(row.n), f"{row.score:.3f}")
+    return table
+
+
+def samples_table(result: RunResult) -> Table:
+    """Each sample's prediction and correctness."""
+    table = Table(title="samples", title_justify="left")
+    for column in ("id", "prediction", "correct", "output"):
+        table.add_column(column, overflow="fold")
+    for sample in result.samples:
+        output = sample.output.replace("\n", "⏎")
+        table.add_row(
+            sample.id,
+            str(sample.prediction),
+            "✓" if sample.correct else "✗",
+            output[:80] + ("…" if len(output) > 80 else ""),
+        )
+    return table
+
+
+def print_result(console: Console, result: RunResult, show_samples: bool) -> None:
+    console.print(results_table(result))
+    by_subject = slices_table(result)
+    if by_subject is not None:
+        console.print(by_subject)
+    if show_samples:
+        console.print(samples_table(result))
+
+
+def write_json(path: Path, result: RunResult) -> None:
+    """Write the result file atomically (a partial file is never left behind)."""
+    payload = json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

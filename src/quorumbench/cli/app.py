@@ -1,0 +1,329 @@
+"""``quorumbench`` (alias ``qb``): the command line.
+
+Errors the package raises on purpose (:class:`~quorumbench.errors.QuorumError`) are
+printed as one line on stderr with exit status 1; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import typer
+from rich.console import Console
+
+from quorumbench.cli.runner_cmd import runner_app
+from quorumbench.errors import QuorumError
+
+app = typer.Typer(
+    name="quorumbench",
+    help="QuorumBench: cross-checked evaluations of open LLMs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
+)
+benchmark_app = typer.Typer(help="List, validate and sample benchmarks.", no_args_is_help=True)
+plugins_app = typer.Typer(
+    help="Inspect installed benchmark and backend plugins.", no_args_is_help=True
+)
+db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
+account_app = typer.Typer(help="Accounts (admin, on the server machine).", no_args_is_help=True)
+token_app = typer.Typer(
+    help="Scoped API tokens (admin, on the server machine).", no_args_is_help=True
+)
+app.add_typer(benchmark_app, name="benchmark")
+app.add_typer(plugins_app, name="plugins")
+app.add_typer(runner_app, name="runner")
+app.add_typer(db_app, name="db")
+app.add_typer(account_app, name="account")
+app.add_typer(token_app, name="token")
+
+console = Console()
+err_console = Console(stderr=True)
+_state = {"debug": False}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """Turn a QuorumError into one line on stderr and exit status 1."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except QuorumError as exc:
+            if _state["debug"]:
+                raise
+            err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+DatasetsDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--datasets-dir",
+        help="Local benchmark data laid out like shared/datasets (else QB_DATASETS_DIR, "
+        "else the Hub).",
+        file_okay=False,
+    ),
+]
+
+
+@app.command("eval")
+@handle_errors
+def eval_command(
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", "-m", help="Model ref: hf:, gguf:, openai: or bundled: (see docs/models.md)."
+        ),
+    ] = "bundled:smollm2-135m-instruct",
+    benchmark: Annotated[
+        str,
+        typer.Option(
+            "--benchmark", "-b", help="Benchmark name, or a custom spec file (.yaml/.json)."
+        ),
+    ] = "arith",
+    samples: Annotated[int, typer.Option("--samples", "-n", min=1, help="Samples to draw.")] = 10,
+    seed: Annotated[str, typer.Option("--seed", help="Sampling seed (any string).")] = "0",
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Rows per batch.")] = 8,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the full result (documented format) here.")
+    ] = None,
+    datasets_dir: DatasetsDir = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache-dir", help="Cache for converted models (else QB_CACHE_DIR, else ~/.cache)."
+        ),
+    ] = None,
+    prompt_style: Annotated[
+        str,
+        typer.Option(
+            "--prompt-style", help="auto (chat template if the model has one), chat or plain."
+        ),
+    ] = "auto",
+    shots: Annotated[
+        int | None, typer.Option("--shots", min=0, help="Few-shot exemplars (benchmark default).")
+    ] = None,
+    max_new_tokens: Annotated[
+        int | None,
+        typer.Option("--max-new-tokens", min=1, help="Generation limit (benchmark default)."),
+    ] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.")
+    ] = "auto",
+    allow_pickle: Annotated[
+        bool, typer.Option("--allow-pickle", help="Allow pickled .bin weights (can run code).")
+    ] = False,
+    trust_remote_code: Annotated[
+        bool, typer.Option("--trust-remote-code", help="Run model code shipped in the repo.")
+    ] = False,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            help="Key for openai: endpoints (prefer QB_OPENAI_API_KEY; never printed or stored).",
+            show_default=False,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Parallel requests to openai: endpoints.")
+    ] = 4,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads.")] = None,
+    show_samples: Annotated[
+        bool, typer.Option("--show-samples", help="Also print each sample's result.")
+    ] = False,
+) -> None:
+    """Evaluate a model on a benchmark and print the score (the main job)."""
+    from quorumbench.cli._eval import EvalArgs, run_eval
+
+    if prompt_style not in ("auto", "chat", "plain"):
+        raise typer.BadParameter("use auto, chat or plain", param_hint="--prompt-style")
+    style: Literal["auto", "chat", "plain"] = prompt_style  # type: ignore[assignment]
+    run_eval(
+        EvalArgs(
+            model=model,
+            benchmark=benchmark,
+            samples=samples,
+            seed=seed,
+            batch_size=batch_size,
+            json_path=json_path,
+            datasets_dir=datasets_dir,
+            cache_dir=cache_dir,
+            prompt_style=style,
+            shots=shots,
+            max_new_tokens=max_new_tokens,
+            device=device,
+            dtype=dtype,
+            allow_pickle=allow_pickle,
+            trust_remote_code=trust_remote_code,
+            api_key=api_key,
+            concurrency=concurrency,
+            threads=threads,
+            show_samples=show_samples,
+        ),
+        console,
+        err_console,
+    )
+
+
+@benchmark_app.command("list")
+@handle_errors
+def benchmark_list() -> None:
+    """List the built-in and plugin benchmarks."""
+    from quorumbench.cli._benchmarks import list_benchmarks
+
+    list_benchmarks(console)
+
+
+@benchmark_app.command("validate")
+@handle_errors
+def benchmark_validate(
+    spec: Annotated[Path, typer.Argument(help="Custom benchmark spec (.yaml, .yml or .json).")],
+) -> None:
+    """Check a custom benchmark spec and its data file; exit 1 with the reason if invalid."""
+    from quorumbench.cli._benchmarks import validate_spec
+
+    validate_spec(spec, console)
+
+
+@benchmark_app.command("sample")
+@handle_errors
+def benchmark_sample(
+    benchmark: Annotated[str, typer.Argument(help="Benchmark name or spec file.")],
+    seed: Annotated[str, typer.Option("--seed", help="Sampling seed.")] = "0",
+    samples: Annotated[int, typer.Option("--samples", "-n", min=1, help="Samples to draw.")] = 10,
+    datasets_dir: DatasetsDir = None,
+) -> None:
+    """Print the sample ids a (benchmark, seed, n) task uses, one per line."""
+    from quorumbench.cli._benchmarks import print_sample_ids
+
+    print_sample_ids(benchmark, seed, samples, datasets_dir)
+
+
+@plugins_app.command("list")
+@handle_errors
+def plugins_list() -> None:
+    """List registered benchmarks and backends, with load errors if any."""
+    from quorumbench.cli._benchmarks import list_plugins
+
+    list_plugins(console)
+
+
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="SQLAlchemy URL (else QB_DATABASE_URL, else SQLite in the data directory).",
+    ),
+]
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Directory of the default SQLite database (QB_DATA_DIR)."),
+]
+
+
+@app.command("serve")
+@handle_errors
+def serve_command(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = None,
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", help="sql (default) or a redis://host:port/db URL (Streams)."),
+    ] = None,
+    datasets_dir: DatasetsDir = None,
+) -> None:
+    """Run the coordination server (JSON API under /v0, OpenAPI at /docs)."""
+    from quorumbench.cli.server_cmd import serve
+
+    serve(host, port, database_url, data_dir, queue, datasets_dir, console)
+
+
+@db_app.command("upgrade")
+@handle_errors
+def db_upgrade_command(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+    """Apply pending schema migrations (the server also does this at start)."""
+    from quorumbench.cli.server_cmd import db_upgrade
+
+    db_upgrade(database_url, data_dir, console)
+
+
+@account_app.command("create")
+@handle_errors
+def account_create_command(
+    name: Annotated[str, typer.Argument(help="Account name (lowercase).")],
+    admin: Annotated[bool, typer.Option("--admin", help="Make it an admin account.")] = False,
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Create an account."""
+    from quorumbench.cli.server_cmd import account_create
+
+    account_create(name, admin, database_url, data_dir, console)
+
+
+@token_app.command("issue")
+@handle_errors
+def token_issue_command(
+    account: Annotated[str, typer.Argument(help="Account name.")],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scope",
+            help="task:pull, task:submit, model:register or admin (repeat; default: all "
+            "but admin).",
+        ),
+    ] = None,
+    name: Annotated[str, typer.Option("--name", help="A label for the token.")] = "default",
+    expires_days: Annotated[
+        int | None, typer.Option("--expires-days", min=1, help="Expiry; default never.")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Issue an API token; it is printed once and only its hash is stored."""
+    from quorumbench.cli.server_cmd import token_issue
+
+    token_issue(account, scope, name, expires_days, database_url, data_dir, console)
+
+
+@app.command("leaderboard")
+@handle_errors
+def leaderboard_command(
+    server: Annotated[str, typer.Option("--server", help="Server URL.")] = "http://127.0.0.1:8000",
+    benchmark: Annotated[
+        str | None, typer.Option("--benchmark", "-b", help="One benchmark; default: aggregate.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Rows.")] = 20,
+) -> None:
+    """Print the server's leaderboard as a table."""
+    from quorumbench.cli.server_cmd import leaderboard
+
+    leaderboard(server, benchmark, limit, console)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="quorumbench")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,88 @@
+"""Leaderboard maths: incremental per-(model, benchmark) aggregates and intervals.
+
+An :class:`Accumulator` holds running sums, so a finalized task updates its row in
+O(1) instead of a recomputation over history:
+
+* the score is the sample-weighted mean of finalized task scores,
+  ``sum(score_t * n_t) / sum(n_t)``;
+* its standard error comes from the per-sample consensus values of those tasks,
+  ``sqrt(var / N)`` with ``var = (Q − S²/N) / (N − 1)`` over all N samples;
+* the 95% interval is ``mean ± 1.96·se``, clipped to [0, 1].
+
+The aggregate over benchmarks is the weighted mean of per-benchmark scores, with
+``se = sqrt(Σ w²·se²) / Σ w`` (benchmarks treated as independent).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """Running sums of one (model, benchmark) leaderboard row."""
+
+    n_tasks: int = 0
+    n_samples: int = 0
+    weighted_sum: float = 0.0
+    sample_sum: float = 0.0
+    sample_sumsq: float = 0.0
+
+    def add_task(self, score: float, sample_scores: Sequence[float]) -> Accumulator:
+        """The accumulator after one more finalized task."""
+        n = len(sample_scores)
+        if n == 0:
+            raise ValueError("a finalized task has at least one sample")
+        return Accumulator(
+            self.n_tasks + 1,
+            self.n_samples + n,
+            self.weighted_sum + score * n,
+            self.sample_sum + math.fsum(sample_scores),
+            self.sample_sumsq + math.fsum(s * s for s in sample_scores),
+        )
+
+
+@dataclass(frozen=True)
+class Interval:
+    score: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+
+
+def interval(acc: Accumulator) -> Interval:
+    """Score, standard error and 95% interval of a leaderboard row."""
+    if acc.n_samples == 0:
+        raise ValueError("no finalized samples")
+    n = acc.n_samples
+    mean = acc.weighted_sum / n
+    if n > 1:
+        variance = max(0.0, (acc.sample_sumsq - acc.sample_sum**2 / n) / (n - 1))
+        stderr = math.sqrt(variance / n)
+    else:
+        stderr = 0.0
+    return Interval(mean, stderr, max(0.0, mean - Z95 * stderr), min(1.0, mean + Z95 * stderr))
+
+
+def weighted_aggregate(parts: Sequence[tuple[float, Interval]]) -> Interval:
+    """Weighted mean of per-benchmark intervals, ``parts`` = (weight, interval)."""
+    total = math.fsum(w for w, _ in parts)
+    if not parts or total <= 0:
+        raise ValueError("an aggregate needs positive weights")
+    mean = math.fsum(w * i.score for w, i in parts) / total
+    stderr = math.sqrt(math.fsum((w * i.stderr) ** 2 for w, i in parts)) / total
+    return Interval(mean, stderr, max(0.0, mean - Z95 * stderr), min(1.0, mean + Z95 * stderr))
+
+
+def overlapping(intervals: Sequence[tuple[float, float, float]]) -> list[bool]:
+    """For (score, low, high) rows, whether each interval overlaps a rank neighbour's."""
+    order = sorted(range(len(intervals)), key=lambda i: -intervals[i][0])
+    flags = [False] * len(intervals)
+    for above, below in zip(order, order[1:], strict=False):
+        if intervals[below][2] >= intervals[above][1]:
+            flags[above] = flags[below] = True
+    return flags

@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy 2 models, engines (SQLite by default, PostgreSQL), migrations."""

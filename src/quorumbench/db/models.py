@@ -1,0 +1,247 @@
+"""ORM models (SQLAlchemy 2, typed ``Mapped[]`` columns). Tables are plural.
+
+Accounts authenticate with scoped API tokens today; federated identities and runner
+signing keys slot in as extra tables/columns (``runners.public_key`` is reserved).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from quorumbench.db.types import UTCDateTime
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Account(Base):
+    __tablename__ = "accounts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(64))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    scopes: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]
+
+
+class Runner(Base):
+    __tablename__ = "runners"
+    __table_args__ = (UniqueConstraint("account_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(64))
+    public_key: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime]
+    last_seen_at: Mapped[datetime | None]
+    agreements: Mapped[int] = mapped_column(Integer, default=0)
+    outliers: Mapped[int] = mapped_column(Integer, default=0)
+    suspended: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Model(Base):
+    __tablename__ = "models"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    ref: Mapped[str] = mapped_column(String(512), unique=True)
+    name: Mapped[str] = mapped_column(String(256))
+    owner_id: Mapped[int] = mapped_column(ForeignKey("accounts.id"))
+    revision: Mapped[str] = mapped_column(String(64))
+    weights_sha256: Mapped[str | None] = mapped_column(String(64), unique=True)
+    params: Mapped[int | None] = mapped_column(BigInteger)
+    architecture: Mapped[str | None] = mapped_column(String(128))
+    context_length: Mapped[int | None] = mapped_column(Integer)
+    dtype: Mapped[str | None] = mapped_column(String(32))
+    quantization: Mapped[str | None] = mapped_column(String(32))
+    license: Mapped[str | None] = mapped_column(String(64))
+    base_ref: Mapped[str | None] = mapped_column(String(512))
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_models_owner_created", "owner_id", "created_at"),)
+
+
+class Benchmark(Base):
+    __tablename__ = "benchmarks"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    prompt_version: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    dataset_sha256: Mapped[str] = mapped_column(String(64))
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    samples_per_task: Mapped[int] = mapped_column(Integer)
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime]
+
+
+class Epoch(Base):
+    __tablename__ = "epochs"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    starts_at: Mapped[datetime]
+    ends_at: Mapped[datetime]
+    seed: Mapped[str] = mapped_column(String(64))
+    seed_commitment: Mapped[str] = mapped_column(String(64))
+    scheduled_at: Mapped[datetime | None]
+
+
+class Task(Base):
+    __tablename__ = "tasks"
+    __table_args__ = (
+        UniqueConstraint("model_id", "benchmark_id", "epoch_id"),
+        # Claimable tasks are a small, hot subset: keep their lookup off the history.
+        Index(
+            "ix_tasks_claimable",
+            "priority",
+            "id",
+            postgresql_where=text("finalized_at IS NULL AND open_slots > 0"),
+            sqlite_where=text("finalized_at IS NULL AND open_slots > 0"),
+        ),
+        Index("ix_tasks_status_id", "status", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"))
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"))
+    epoch_id: Mapped[int] = mapped_column(ForeignKey("epochs.id"))
+    n_samples: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="PENDING")
+    round: Mapped[int] = mapped_column(Integer, default=1)
+    quorum: Mapped[int] = mapped_column(Integer)
+    open_slots: Mapped[int] = mapped_column(Integer)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    sample_ids: Mapped[list[Any]] = mapped_column(default=list)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    score: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime]
+    finalized_at: Mapped[datetime | None]
+
+
+class Lease(Base):
+    __tablename__ = "leases"
+    __table_args__ = (
+        Index("ix_leases_task_account", "task_id", "account_id"),
+        UniqueConstraint("runner_id", "pull_key"),
+        Index(
+            "ix_leases_active_expiry",
+            "expires_at",
+            postgresql_where=text("state = 'ACTIVE'"),
+            sqlite_where=text("state = 'ACTIVE'"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    runner_id: Mapped[int] = mapped_column(ForeignKey("runners.id"))
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    round: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="ACTIVE")
+    leased_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    pull_key: Mapped[str | None] = mapped_column(String(64))
+    """The runner's idempotency key of the pull that made this lease, if it sent one."""
+
+
+class Result(Base):
+    __tablename__ = "results"
+    __table_args__ = (UniqueConstraint("task_id", "account_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), index=True)
+    lease_id: Mapped[int] = mapped_column(ForeignKey("leases.id"), unique=True)
+    runner_id: Mapped[int] = mapped_column(ForeignKey("runners.id"))
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id"))
+    round: Mapped[int] = mapped_column(Integer)
+    score: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+    outputs_sha256: Mapped[str] = mapped_column(String(64))
+    sample_scores: Mapped[list[Any]] = mapped_column(default=list)
+    sample_output_hashes: Mapped[list[Any]] = mapped_column(default=list)
+    runtime_s: Mapped[float] = mapped_column(Float)
+    hardware: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    payload_sha256: Mapped[str] = mapped_column(String(64))
+    counted: Mapped[bool] = mapped_column(Boolean, default=True)
+    outlier: Mapped[bool] = mapped_column(Boolean, default=False)
+    submitted_at: Mapped[datetime]
+
+
+class ConsensusOutcome(Base):
+    __tablename__ = "consensus_outcomes"
+    __table_args__ = (UniqueConstraint("task_id", "round"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    round: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    score: Mapped[float | None] = mapped_column(Float)
+    spread: Mapped[float | None] = mapped_column(Float)
+    agreeing: Mapped[list[Any]] = mapped_column(default=list)
+    outliers: Mapped[list[Any]] = mapped_column(default=list)
+    sample_consensus: Mapped[list[Any]] = mapped_column(default=list)
+    sample_agreement: Mapped[list[Any]] = mapped_column(default=list)
+    decided_at: Mapped[datetime]
+
+
+class LeaderboardEntry(Base):
+    __tablename__ = "leaderboard_entries"
+    __table_args__ = (Index("ix_leaderboard_benchmark_score", "benchmark_id", "score"),)
+
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"), primary_key=True)
+    n_tasks: Mapped[int] = mapped_column(Integer)
+    n_samples: Mapped[int] = mapped_column(Integer)
+    weighted_sum: Mapped[float] = mapped_column(Float)
+    sample_sum: Mapped[float] = mapped_column(Float)
+    sample_sumsq: Mapped[float] = mapped_column(Float)
+    score: Mapped[float] = mapped_column(Float)
+    stderr: Mapped[float] = mapped_column(Float)
+    ci_low: Mapped[float] = mapped_column(Float)
+    ci_high: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime]

@@ -1,0 +1,174 @@
+"""The QuorumBench exception tree.
+
+Every error the package raises on purpose derives from :class:`QuorumError` and
+carries a stable kebab-case ``code``. None of them knows about HTTP; the CLI turns
+them into one line and exit status 1.
+
+```
+QuorumError
+├── ConfigError                 settings or flags that cannot work together
+├── InvalidRefError             a model reference that cannot be parsed or pinned
+├── UnknownBenchmarkError       no benchmark registered under that name
+├── UnknownBackendError         no backend registered under that name
+├── InvalidSpecError            a custom benchmark spec that fails validation
+├── DataError                   benchmark data that cannot be used
+│   ├── DataNotFoundError       the data file or directory is missing
+│   └── ChecksumMismatchError   the bytes do not hash to the pinned SHA-256
+├── ModelLoadError              model files that cannot be loaded (or are refused)
+├── BackendError                a backend failed while evaluating
+│   └── EndpointError           an OpenAI-compatible endpoint answered badly
+├── MissingDependencyError      an optional package is not installed
+├── NotFoundError               no such account, model, task, lease…
+├── ConflictError               the request contradicts stored state
+│   ├── DuplicateModelError     the model (ref or weights) is registered already
+│   └── LeaseExpiredError       the lease expired or was superseded (fencing)
+├── AuthenticationError         no valid API token
+├── PermissionDeniedError       the token lacks a scope, or the account may not act
+├── RateLimitedError            too many registrations, or quota not earned
+├── InvalidSubmissionError      a result that does not match its task
+├── RegistrationError           a model that may not be registered (too large…)
+└── ServiceUnavailableError     a service we depend on is down; try again later
+    ├── QueueUnavailableError   the task queue (Redis) cannot be reached
+    └── ServerUnavailableError  (runner side) the server cannot be reached
+```
+"""
+
+from __future__ import annotations
+
+
+class QuorumError(Exception):
+    """Base class of every deliberate QuorumBench error."""
+
+    code = "quorum-error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(QuorumError):
+    code = "config-error"
+
+
+class InvalidRefError(QuorumError):
+    code = "invalid-ref"
+
+
+class UnknownBenchmarkError(QuorumError):
+    code = "unknown-benchmark"
+
+
+class UnknownBackendError(QuorumError):
+    code = "unknown-backend"
+
+
+class InvalidSpecError(QuorumError):
+    code = "invalid-spec"
+
+
+class DataError(QuorumError):
+    code = "data-error"
+
+
+class DataNotFoundError(DataError):
+    code = "data-not-found"
+
+
+class ChecksumMismatchError(DataError):
+    code = "checksum-mismatch"
+
+
+class ModelLoadError(QuorumError):
+    code = "model-load-error"
+
+
+class BackendError(QuorumError):
+    code = "backend-error"
+
+
+class EndpointError(BackendError):
+    """An endpoint failed; ``status`` is the HTTP status when it answered with one."""
+
+    code = "endpoint-error"
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class MissingDependencyError(QuorumError):
+    """An optional package is needed; ``extra`` names the pip extra that installs it."""
+
+    code = "missing-dependency"
+
+    def __init__(self, package: str, extra: str, install: str | None = None) -> None:
+        command = install or f"pip install 'quorumbench[{extra}]'"
+        super().__init__(
+            f"this needs the optional package {package!r}; install it with `{command}`"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class NotFoundError(QuorumError):
+    code = "not-found"
+
+
+class ConflictError(QuorumError):
+    code = "conflict"
+
+
+class DuplicateModelError(ConflictError):
+    """``existing_id`` points at the model already registered."""
+
+    code = "duplicate-model"
+
+    def __init__(self, message: str, existing_id: int) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+
+class LeaseExpiredError(ConflictError):
+    code = "lease-expired"
+
+
+class AuthenticationError(QuorumError):
+    code = "unauthenticated"
+
+
+class PermissionDeniedError(QuorumError):
+    code = "forbidden"
+
+
+class RateLimitedError(QuorumError):
+    code = "rate-limited"
+
+
+class InvalidSubmissionError(QuorumError):
+    code = "invalid-submission"
+
+
+class RegistrationError(QuorumError):
+    code = "registration-refused"
+
+
+class ServiceUnavailableError(QuorumError):
+    """Something we depend on is down; the same request may work later."""
+
+    code = "service-unavailable"
+
+
+class QueueUnavailableError(ServiceUnavailableError):
+    """The task queue's store (Redis) cannot be reached or refused a command."""
+
+    code = "queue-unavailable"
+
+
+class ServerUnavailableError(ServiceUnavailableError):
+    """The server could not be reached, or kept failing (5xx/429) after the retries."""
+
+    code = "server-unavailable"
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

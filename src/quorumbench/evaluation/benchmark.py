@@ -1,0 +1,122 @@
+"""The benchmark contract: samples, requests and scores.
+
+A benchmark names its data exactly (the SHA-256 of the bytes it reads), lists its
+candidate sample ids, turns a sample into a backend request and scores what the
+backend returned. Changing the data, the prompt template or the scorer is a new
+version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from quorumbench.evaluation.backend import (
+    ChoiceRequest,
+    ChoiceResult,
+    GenerateRequest,
+    GenerateResult,
+)
+
+PromptStyle = Literal["chat", "plain"]
+BenchmarkKind = Literal["generate", "choice"]
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Per-sample labels used for sliced leaderboards."""
+
+    skill: str
+    subject: str
+    language: str = "en"
+    format: str = "exact-match"
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "skill": self.skill,
+            "subject": self.subject,
+            "language": self.language,
+            "format": self.format,
+        }
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One benchmark item. ``fields`` holds benchmark-specific data."""
+
+    id: str
+    labels: Labels
+    fields: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """How one output scored: the extracted prediction, correctness and score."""
+
+    prediction: str | None
+    correct: bool
+    score: float
+
+
+@dataclass(frozen=True)
+class BenchmarkContext:
+    """What a benchmark factory gets: where local data lives and prompt overrides."""
+
+    datasets_dir: Path | None = None
+    shots: int | None = None
+    max_new_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class DataSourceInfo:
+    """Where the data came from, for the result file."""
+
+    kind: Literal["local", "hub", "generated", "file"]
+    location: str
+    revision: str | None = None
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    """A loaded, checksum-verified benchmark."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def prompt_version(self) -> int: ...
+
+    @property
+    def kind(self) -> BenchmarkKind: ...
+
+    @property
+    def dataset_sha256(self) -> str: ...
+
+    @property
+    def source(self) -> DataSourceInfo: ...
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """Prompt options that change requests (shots, token limit); recorded per run."""
+        ...
+
+    def sample_ids(self) -> Sequence[str]:
+        """Every candidate sample id."""
+        ...
+
+    def samples(self, ids: Sequence[str]) -> list[Sample]:
+        """The samples with these ids, in the same order."""
+        ...
+
+    def request(self, sample: Sample, style: PromptStyle) -> GenerateRequest | ChoiceRequest:
+        """The backend request for one sample."""
+        ...
+
+    def score(self, sample: Sample, result: GenerateResult | ChoiceResult) -> Scored:
+        """Score the backend's answer to :meth:`request`."""
+        ...

@@ -1,0 +1,184 @@
+"""The engine: a benchmark and a backend in, a scored, hashed run out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Literal
+
+from quorumbench.core.canonical import canonical_json, outputs_digest, sha256_hex
+from quorumbench.core.sampling import SAMPLING_SCHEME, sample_ids
+from quorumbench.core.scoring import aggregate
+from quorumbench.errors import ConfigError
+from quorumbench.evaluation.backend import (
+    ChoiceRequest,
+    ChoiceResult,
+    GenerateRequest,
+    GenerateResult,
+    ModelBackend,
+    Progress,
+    no_progress,
+)
+from quorumbench.evaluation.benchmark import Benchmark, PromptStyle, Sample
+from quorumbench.evaluation.environment import hardware, library_versions
+from quorumbench.evaluation.results import RunResult, SampleResult, label_slices
+
+LOGLIKELIHOOD_DECIMALS = 4
+"""Log-likelihoods are rounded to this many decimals before scoring and hashing, so
+the recorded output alone reproduces the score and tiny float noise between batch
+shapes does not change the hash."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """How to run: how many samples, which seed, batch size and prompt style."""
+
+    n: int = 10
+    seed: str = "0"
+    batch_size: int = 8
+    prompt_style: Literal["auto", "chat", "plain"] = "auto"
+
+
+def resolve_style(config: EvalConfig, backend: ModelBackend) -> PromptStyle:
+    if config.prompt_style == "auto":
+        return "chat" if backend.info.is_chat else "plain"
+    if config.prompt_style == "chat" and not backend.info.is_chat:
+        raise ConfigError(f"{backend.info.ref} has no chat template; use --prompt-style plain")
+    return config.prompt_style
+
+
+def request_digest(request: GenerateRequest | ChoiceRequest) -> str:
+    """SHA-256 of the canonical JSON of a request: what the model was asked."""
+    if isinstance(request, GenerateRequest):
+        prompt = request.prompt
+        body: dict[str, object] = {
+            "text": prompt.text,
+            "messages": [[m.role, m.content] for m in prompt.messages or ()],
+            "stop": list(request.stop),
+            "max_new_tokens": request.max_new_tokens,
+        }
+    else:
+        body = {"context": request.context, "continuations": list(request.continuations)}
+    return sha256_hex(canonical_json(body))
+
+
+def output_text(result: GenerateResult | ChoiceResult) -> str:
+    """The raw output recorded for a sample (generated text, or the option scores)."""
+    if isinstance(result, GenerateResult):
+        return result.text
+    if result.method == "loglikelihood":
+        return canonical_json({"loglikelihoods": list(result.loglikelihoods)}).decode()
+    return canonical_json({"chosen": result.chosen, "reply": result.raw_text}).decode()
+
+
+def _rounded(result: ChoiceResult) -> ChoiceResult:
+    lls = tuple(round(ll, LOGLIKELIHOOD_DECIMALS) + 0.0 for ll in result.loglikelihoods)
+    return replace(result, loglikelihoods=lls)
+
+
+def _run_requests(
+    benchmark: Benchmark,
+    backend: ModelBackend,
+    requests: Sequence[GenerateRequest | ChoiceRequest],
+    batch_size: int,
+    progress: Progress,
+) -> list[GenerateResult | ChoiceResult]:
+    if benchmark.kind == "generate":
+        gen = [r for r in requests if isinstance(r, GenerateRequest)]
+        if len(gen) != len(requests):
+            raise TypeError(f"{benchmark.name} mixes request kinds")
+        return list(backend.generate(gen, batch_size=batch_size, progress=progress))
+    choice = [r for r in requests if isinstance(r, ChoiceRequest)]
+    if len(choice) != len(requests):
+        raise TypeError(f"{benchmark.name} mixes request kinds")
+    results = backend.choose(choice, batch_size=batch_size, progress=progress)
+    return [_rounded(r) for r in results]
+
+
+def select_samples(benchmark: Benchmark, n: int, seed: str) -> list[Sample]:
+    """The samples a (benchmark, seed, n) task uses."""
+    candidates = benchmark.sample_ids()
+    if n > len(candidates):
+        raise ConfigError(
+            f"{benchmark.name} has {len(candidates)} samples; cannot draw {n} (lower --samples)"
+        )
+    if n <= 0:
+        raise ConfigError("--samples must be at least 1")
+    ids = sample_ids(benchmark.dataset_sha256, benchmark.version, seed, n, candidates)
+    return benchmark.samples(ids)
+
+
+def evaluate(
+    benchmark: Benchmark,
+    backend: ModelBackend,
+    config: EvalConfig,
+    progress: Progress = no_progress,
+) -> RunResult:
+    """Run ``config.n`` samples of ``benchmark`` through ``backend`` and score them."""
+    if config.batch_size < 1:
+        raise ConfigError("--batch-size must be at least 1")
+    style = resolve_style(config, backend)
+    samples = select_samples(benchmark, config.n, config.seed)
+    requests = [benchmark.request(s, style) for s in samples]
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    results = _run_requests(benchmark, backend, requests, config.batch_size, progress)
+    runtime = time.perf_counter() - t0
+    rows = []
+    for sample, request, result in zip(samples, requests, results, strict=True):
+        scored = benchmark.score(sample, result)
+        raw = output_text(result)
+        rows.append(
+            SampleResult(
+                id=sample.id,
+                labels=sample.labels.as_dict(),
+                prompt_sha256=request_digest(request),
+                output=raw,
+                output_sha256=sha256_hex(raw),
+                prediction=scored.prediction,
+                correct=scored.correct,
+                score=scored.score,
+                n_tokens=result.n_tokens,
+            )
+        )
+    info = backend.info
+    return RunResult(
+        model={
+            "ref": info.ref,
+            "backend": info.backend,
+            "revision": info.revision,
+            "is_chat": info.is_chat,
+            "device": info.device,
+            "dtype": info.dtype,
+            **({"details": info.details} if info.details else {}),
+        },
+        benchmark={
+            "name": benchmark.name,
+            "version": benchmark.version,
+            "prompt_version": benchmark.prompt_version,
+            "kind": benchmark.kind,
+            "dataset_sha256": benchmark.dataset_sha256,
+            "source": {
+                "kind": benchmark.source.kind,
+                "location": benchmark.source.location,
+                "revision": benchmark.source.revision,
+            },
+            "prompt_style": style,
+            "config": dict(benchmark.config),
+        },
+        sampling={"scheme": SAMPLING_SCHEME, "seed": config.seed, "n": config.n},
+        aggregate=aggregate([r.score for r in rows]),
+        runtime_s=runtime,
+        tokens=sum(r.n_tokens for r in rows),
+        outputs_sha256=outputs_digest((r.id, r.output_sha256) for r in rows),
+        samples=rows,
+        environment={
+            "hardware": hardware(),
+            "libraries": library_versions(),
+            "batch_size": config.batch_size,
+        },
+        started_at=started_at,
+        slices=label_slices(rows),
+    )

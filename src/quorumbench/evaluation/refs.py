@@ -1,0 +1,166 @@
+"""Model references: canonical strings with an immutable revision.
+
+```
+hf:<owner>/<name>@<40-hex commit>          a Hub repo (or a LoRA adapter repo)
+hf:<local dir>[@<sha256>]                  a local directory (development)
+gguf:<owner>/<name>/<file>.gguf@<commit>   a GGUF file in a Hub repo
+gguf:<local file>.gguf[@<sha256>]          a local GGUF file
+openai:<base url>#<model name>             an OpenAI-compatible endpoint
+bundled:<name>                             a model shipped in a Python package
+```
+
+A local path is one that starts with ``/``, ``./``, ``../`` or ``~``. Its content
+hash is computed at load time and recorded as the revision; a hash given after
+``@`` must match it.
+
+``parse_ref(text, allow_moving=True)`` also accepts a Hub ref without a revision or
+with a branch or tag name (``hf:owner/name@main``); registration resolves those to
+a commit before storing anything.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Literal
+from urllib.parse import urlsplit
+
+from quorumbench.errors import InvalidRefError
+
+Scheme = Literal["hf", "gguf", "openai", "bundled"]
+
+_GIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_GIT_REF_NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][\w./-]*$")
+_LOCAL_PREFIXES = ("/", "./", "../", "~")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A parsed model reference."""
+
+    scheme: Scheme
+    location: str
+    """Hub repo id, local path, endpoint base URL or bundled name."""
+    revision: str | None = None
+    """40-hex commit (Hub) or 64-hex SHA-256 (local content)."""
+    filename: str | None = None
+    """GGUF file name inside a Hub repo."""
+    model_name: str | None = None
+    """Model name at an OpenAI-compatible endpoint."""
+
+    @property
+    def is_local(self) -> bool:
+        return self.scheme in ("hf", "gguf") and self.location.startswith(_LOCAL_PREFIXES)
+
+    def with_revision(self, revision: str) -> ModelRef:
+        return replace(self, revision=revision)
+
+    def canonical(self) -> str:
+        """The canonical string; parsing it gives this reference back."""
+        if self.scheme == "openai":
+            return f"openai:{self.location}#{self.model_name}"
+        if self.scheme == "bundled":
+            return f"bundled:{self.location}"
+        body = self.location
+        if self.filename is not None:
+            body = f"{body}/{self.filename}"
+        return f"{self.scheme}:{body}" + (f"@{self.revision}" if self.revision else "")
+
+    def __str__(self) -> str:
+        return self.canonical()
+
+
+def _split_revision(body: str, text: str, allow_moving: bool) -> tuple[str, str | None]:
+    if "@" not in body:
+        return body, None
+    location, _, given = body.rpartition("@")
+    revision = given.lower()
+    if not (_GIT_SHA.match(revision) or _SHA256.match(revision)):
+        if allow_moving and _GIT_REF_NAME.match(given):
+            return location, given
+        raise InvalidRefError(
+            f"bad model ref {text!r}: the revision after '@' must be a 40-hex commit or a "
+            f"64-hex SHA-256, not {revision!r} (branch and tag names move; pin a commit)"
+        )
+    return location, revision
+
+
+def _parse_hub_or_local(
+    scheme: Literal["hf", "gguf"], body: str, text: str, allow_moving: bool
+) -> ModelRef:
+    location, revision = _split_revision(body, text, allow_moving)
+    if not location:
+        raise InvalidRefError(f"bad model ref {text!r}: nothing after '{scheme}:'")
+    if location.startswith(_LOCAL_PREFIXES):
+        if revision is not None and not _SHA256.match(revision):
+            raise InvalidRefError(
+                f"bad model ref {text!r}: a local path is pinned by its 64-hex SHA-256"
+            )
+        if scheme == "gguf" and not location.endswith(".gguf"):
+            raise InvalidRefError(f"bad model ref {text!r}: a gguf ref names a .gguf file")
+        return ModelRef(scheme, location, revision)
+    if allow_moving:
+        if revision is not None and _SHA256.match(revision):
+            raise InvalidRefError(
+                f"bad model ref {text!r}: a Hub ref is pinned by a 40-hex commit, not a SHA-256"
+            )
+    elif revision is None or not _GIT_SHA.match(revision):
+        raise InvalidRefError(
+            f"bad model ref {text!r}: a Hub ref must be pinned to a 40-hex commit, "
+            f"e.g. {scheme}:owner/name@<commit>; local paths start with '/', './' or '~'"
+        )
+    if scheme == "gguf":
+        repo, _, filename = location.rpartition("/")
+        if not filename.endswith(".gguf") or not _REPO_ID.match(repo):
+            raise InvalidRefError(
+                f"bad model ref {text!r}: expected gguf:<owner>/<name>/<file>.gguf@<commit>"
+            )
+        return ModelRef("gguf", repo, revision, filename=filename)
+    if not _REPO_ID.match(location):
+        raise InvalidRefError(f"bad model ref {text!r}: {location!r} is not an owner/name repo id")
+    return ModelRef("hf", location, revision)
+
+
+def _parse_openai(body: str, text: str) -> ModelRef:
+    base, sep, model = body.partition("#")
+    parts = urlsplit(base)
+    if not sep or not model:
+        raise InvalidRefError(f"bad model ref {text!r}: expected openai:<base url>#<model name>")
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidRefError(f"bad model ref {text!r}: {base!r} is not an http(s) URL")
+    if parts.username or parts.password:
+        raise InvalidRefError(
+            "bad model ref: put credentials in QB_OPENAI_API_KEY, not in the URL "
+            f"({parts.hostname})"
+        )
+    return ModelRef("openai", base.rstrip("/"), model_name=model)
+
+
+def parse_ref(text: str, *, allow_moving: bool = False) -> ModelRef:
+    """Parse a model reference, raising :class:`InvalidRefError` with the reason.
+
+    Args:
+        text: The reference, e.g. ``hf:owner/name@<commit>``.
+        allow_moving: Also accept a Hub ref (``hf:``/``gguf:`` on a repo) with no
+            revision or with a branch or tag name; the name is kept as given in
+            ``ModelRef.revision`` (``None`` when missing) for the caller to resolve
+            to a commit. Local paths are still pinned by SHA-256 only.
+    """
+    text = text.strip()
+    scheme, sep, body = text.partition(":")
+    if not sep:
+        raise InvalidRefError(
+            f"bad model ref {text!r}: expected one of hf:, gguf:, openai:, bundled: "
+            "(e.g. hf:HuggingFaceTB/SmolLM2-135M-Instruct@<commit>)"
+        )
+    if scheme in ("hf", "gguf"):
+        return _parse_hub_or_local(scheme, body, text, allow_moving)  # type: ignore[arg-type]
+    if scheme == "openai":
+        return _parse_openai(body, text)
+    if scheme == "bundled":
+        if not re.match(r"^[a-z0-9][a-z0-9.-]*$", body):
+            raise InvalidRefError(f"bad model ref {text!r}: bundled names are lowercase")
+        return ModelRef("bundled", body)
+    raise InvalidRefError(f"bad model ref {text!r}: unknown scheme {scheme!r}")

@@ -1,0 +1,1 @@
+"""Task leasing behind one TaskQueue interface: in the database, or Redis Streams."""

@@ -1,0 +1,1 @@
+"""The volunteer runner: pulls tasks over HTTP, evaluates them, submits results."""

@@ -1,0 +1,285 @@
+"""The runner's HTTP client for the server's ``/v0`` API.
+
+Transient failures (connection errors, timeouts, 5xx, 429) are retried a bounded
+number of times with exponential backoff. Problem documents (RFC 9457) become the
+matching :mod:`quorumbench.errors` class carrying the server's ``detail``. The token
+is sent only in the ``Authorization`` header; it never appears in a repr, a log line
+or an error message.
+
+A submission is encoded to bytes once per :meth:`ServerClient.submit` call and every
+retry resends those bytes: the server treats a repeated identical payload under the
+same lease as a duplicate, so a lost response can never count a result twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from quorumbench import __version__, errors
+from quorumbench.errors import ServerUnavailableError
+
+log = logging.getLogger("quorumbench.runner")
+
+_BY_STATUS: dict[int, type[errors.QuorumError]] = {
+    401: errors.AuthenticationError,
+    403: errors.PermissionDeniedError,
+    404: errors.NotFoundError,
+    409: errors.LeaseExpiredError,
+    422: errors.InvalidSubmissionError,
+    429: errors.RateLimitedError,
+}
+_BY_CODE: dict[str, type[errors.QuorumError]] = {
+    cls.code: cls
+    for cls in (
+        errors.AuthenticationError,
+        errors.PermissionDeniedError,
+        errors.NotFoundError,
+        errors.ConflictError,
+        errors.LeaseExpiredError,
+        errors.InvalidSubmissionError,
+        errors.RateLimitedError,
+        errors.ConfigError,
+        errors.UnknownBenchmarkError,
+    )
+}
+"""Problem ``type`` codes the runner can act on; others fall back to ``_BY_STATUS``."""
+
+
+class _Retryable(Exception):
+    """A response worth trying again (5xx, 429); turned into ServerUnavailableError."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A leased task slot: the task, and the fencing token (id, attempt) to act under."""
+
+    lease_id: int
+    attempt: int
+    expires_at: datetime
+    task: dict[str, Any]
+    ttl_s: float
+    """Seconds the lease had left when the server answered (by the server's clock)."""
+
+    @property
+    def task_id(self) -> int:
+        return int(self.task["id"])
+
+
+def _remaining(expires_at: datetime, response: httpx.Response) -> float:
+    """Seconds until ``expires_at``, measured on the server's clock when it said so."""
+    now = datetime.now(UTC)
+    date = response.headers.get("date")
+    if date:
+        with contextlib.suppress(TypeError, ValueError):
+            now = parsedate_to_datetime(date)
+    if expires_at.tzinfo is None:
+        expires_at = expires_at.replace(tzinfo=UTC)
+    return max((expires_at - now).total_seconds(), 0.0)
+
+
+def _problem(response: httpx.Response) -> errors.QuorumError:
+    """The error class and message a 4xx answer stands for."""
+    detail = response.reason_phrase or "request failed"
+    code = ""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        detail = str(body.get("detail") or body.get("title") or detail)
+        code = str(body.get("type", "")).rpartition("/")[2]
+    cls = _BY_CODE.get(code) or _BY_STATUS.get(response.status_code, errors.QuorumError)
+    if cls is errors.QuorumError:
+        return errors.QuorumError(f"server answered {response.status_code}: {detail}")
+    return cls(detail)
+
+
+class ServerClient:
+    """Talks to one server as one named runner of the token's account."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: SecretStr,
+        runner: str,
+        *,
+        timeout_s: float = 30.0,
+        max_attempts: int = 5,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.runner = runner
+        self._max_attempts = max(1, max_attempts)
+        self._wait = wait_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
+        self._sleep = sleep
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={
+                "Authorization": f"Bearer {token.get_secret_value()}",
+                "User-Agent": f"quorumbench-runner/{__version__}",
+                "Accept": "application/json",
+            },
+            timeout=timeout_s,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"ServerClient(base_url={self.base_url!r}, runner={self.runner!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ServerClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- transport -------------------------------------------------------------------
+
+    def _send_once(
+        self, method: str, path: str, params: Mapping[str, Any] | None, content: bytes | None
+    ) -> httpx.Response:
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        response = self._http.request(method, path, params=params, content=content, headers=headers)
+        if response.status_code >= 500 or response.status_code == 429:
+            raise _Retryable(response)
+        return response
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        content: bytes | None = None,
+    ) -> httpx.Response:
+        """Send with bounded retries; raise the QuorumError a failure stands for."""
+        retrying = Retrying(
+            retry=retry_if_exception(lambda e: isinstance(e, httpx.TransportError | _Retryable)),
+            stop=stop_after_attempt(self._max_attempts),
+            wait=self._wait,
+            sleep=self._sleep,
+            before_sleep=lambda state: log.warning(
+                "%s %s failed (%s); retrying", method, path, _describe(state.outcome)
+            ),
+            reraise=True,
+        )
+        try:
+            response = retrying(self._send_once, method, path, params, content)
+        except _Retryable as exc:
+            if exc.response.status_code == 429:
+                raise _problem(exc.response) from None
+            raise ServerUnavailableError(
+                f"{self.base_url} answered {exc.response.status_code} to {method} {path} "
+                f"{self._max_attempts} times",
+                exc.response.status_code,
+            ) from None
+        except httpx.TransportError as exc:
+            raise ServerUnavailableError(
+                f"cannot reach {self.base_url} ({type(exc).__name__}) after "
+                f"{self._max_attempts} attempts"
+            ) from None
+        if response.status_code >= 400:
+            raise _problem(response)
+        return response
+
+    # -- API -------------------------------------------------------------------------
+
+    def pull(self) -> Lease | None:
+        """Lease one task, or None when the server has no work for this runner."""
+        # One key for this pull and all its retries: the server answers a repeated key
+        # with the lease it already made, so a lost response never strands a slot.
+        content = json.dumps({"runner": self.runner, "pull_key": uuid.uuid4().hex}).encode()
+        response = self._request("POST", "/v0/leases", content=content)
+        if response.status_code == 204:
+            return None
+        body = response.json()
+        expires_at = datetime.fromisoformat(body["expires_at"])
+        return Lease(
+            lease_id=int(body["lease_id"]),
+            attempt=int(body["attempt"]),
+            expires_at=expires_at,
+            task=dict(body["task"]),
+            ttl_s=_remaining(expires_at, response),
+        )
+
+    def heartbeat(self, lease: Lease) -> Lease:
+        """Extend ``lease``; the lease with its new expiry. LeaseExpiredError when lost."""
+        response = self._request(
+            "POST",
+            f"/v0/leases/{lease.lease_id}/heartbeat",
+            params={"runner": self.runner},
+            content=json.dumps({"attempt": lease.attempt}).encode(),
+        )
+        expires_at = datetime.fromisoformat(response.json()["expires_at"])
+        return replace(lease, expires_at=expires_at, ttl_s=_remaining(expires_at, response))
+
+    def release(self, lease: Lease) -> None:
+        """Give the lease back at once so another runner can take the slot."""
+        self._request(
+            "DELETE",
+            f"/v0/leases/{lease.lease_id}",
+            params={"attempt": lease.attempt, "runner": self.runner},
+        )
+
+    def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Submit the result of ``lease``; retries resend the identical bytes."""
+        content = encode_submission(lease, payload)
+        response = self._request(
+            "POST",
+            f"/v0/leases/{lease.lease_id}/result",
+            params={"runner": self.runner},
+            content=content,
+        )
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    def leaderboard(self, benchmark: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Leaderboard rows (the aggregate when ``benchmark`` is None)."""
+        params: dict[str, Any] = {"limit": limit, "format": "json"}
+        if benchmark is not None:
+            params["benchmark"] = benchmark
+        rows: list[dict[str, Any]] = self._request("GET", "/v0/leaderboard", params=params).json()[
+            "rows"
+        ]
+        return rows
+
+
+def encode_submission(lease: Lease, payload: Mapping[str, Any]) -> bytes:
+    """The request body of a submission: deterministic JSON, NaN refused."""
+    body = {"attempt": lease.attempt, "result": dict(payload)}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _describe(outcome: Any) -> str:
+    exc = outcome.exception() if outcome is not None else None
+    if isinstance(exc, _Retryable):
+        return f"HTTP {exc.response.status_code}"
+    return type(exc).__name__ if exc is not None else "unknown"

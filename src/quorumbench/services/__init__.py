@@ -1,0 +1,1 @@
+"""Use cases the API, web pages and CLI call: register, schedule, lease, submit, rank."""

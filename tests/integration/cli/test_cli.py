@@ -1,0 +1,135 @@
+"""The command line, in process (CliRunner) for errors and as a subprocess for the main job."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from quorumbench.cli.app import app
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "custom"
+runner = CliRunner()
+
+
+def run(*args, env=None):
+    return runner.invoke(app, list(args), env=env)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", "-b", "nope"], "error: unknown benchmark 'nope'; known: arith, gsm8k"),
+        (["eval", "-m", "hf:org/model"], "a Hub ref must be pinned to a 40-hex commit"),
+        (["eval", "-m", "gpt4"], "expected one of hf:, gguf:, openai:, bundled:"),
+        (
+            ["eval", "-b", "gsm8k", "--datasets-dir", "/nonexistent"],
+            "error: datasets directory not found",
+        ),
+        (["eval", "--json", "/nonexistent/dir/out.json"], "does not exist"),
+        (["eval", "--prompt-style", "fancy"], "use auto, chat or plain"),
+        (["eval", "-n", "0"], "Error: Invalid value for '--samples' / '-n'"),
+        (["benchmark", "validate", "/nonexistent.yaml"], "benchmark spec not found"),
+    ],
+)
+def test_bad_input_gives_one_clear_line(args, message):
+    result = run(*args)
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_missing_data_file(tmp_path):
+    result = run("eval", "-b", "truthfulqa-mc1", "--datasets-dir", str(tmp_path))
+    assert result.exit_code == 1
+    assert "error: data file not found" in result.output
+
+
+@pytest.mark.data
+def test_checksum_mismatch(tmp_path, datasets_dir):
+    target = tmp_path / "truthfulqa" / "TruthfulQA.csv"
+    target.parent.mkdir()
+    target.write_bytes((datasets_dir / "truthfulqa" / "TruthfulQA.csv").read_bytes() + b"\n")
+    result = run("eval", "-b", "truthfulqa-mc1", "--datasets-dir", str(tmp_path))
+    assert result.exit_code == 1
+    assert "error: checksum mismatch" in result.output
+
+
+def test_debug_shows_the_traceback():
+    result = run("--debug", "eval", "-b", "nope")
+    assert result.exit_code == 1
+    assert type(result.exception).__name__ == "UnknownBenchmarkError"
+
+
+def test_benchmark_validate_ok():
+    result = run("benchmark", "validate", str(FIXTURES / "capitals.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "ok world-capitals v1 (multiple-choice): 4 samples" in result.output
+
+
+def test_benchmark_validate_reports_the_problem(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text((FIXTURES / "sums.yaml").read_text().replace("version: 2", "version: zero"))
+    result = run("benchmark", "validate", str(spec))
+    assert result.exit_code == 1
+    assert "version: Input should be a valid integer" in " ".join(result.output.split())
+
+
+def test_benchmark_sample_prints_the_ids():
+    result = run("benchmark", "sample", "arith", "--seed", "epoch-1", "-n", "3")
+    assert result.exit_code == 0
+    from quorumbench.benchmarks.arith import ArithBenchmark
+    from quorumbench.evaluation.benchmark import BenchmarkContext
+    from quorumbench.evaluation.engine import select_samples
+
+    expected = [s.id for s in select_samples(ArithBenchmark(BenchmarkContext()), 3, "epoch-1")]
+    assert result.output.split() == expected
+
+
+def test_benchmark_and_plugin_lists():
+    listed = run("benchmark", "list")
+    assert listed.exit_code == 0
+    for name in ("arith", "gsm8k", "truthfulqa-mc1", "truthfulqa-mc2"):
+        assert name in listed.output
+    plugins = run("plugins", "list")
+    assert plugins.exit_code == 0
+    assert "openai-compat" in plugins.output
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_main_job_end_to_end(tmp_path, smollm2_dir, model_cache_dir):
+    """`quorumbench eval` as a user runs it: bundled model, arith, JSON written."""
+    out = tmp_path / "result.json"
+    env = {**os.environ, "QB_CACHE_DIR": str(model_cache_dir), "QB_OPENAI_API_KEY": "sk-secret-123"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "quorumbench.cli.app",
+            "eval",
+            "-n",
+            "2",
+            "--json",
+            str(out),
+            "--max-new-tokens",
+            "48",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "QuorumBench evaluation" in proc.stdout
+    assert "sk-secret-123" not in proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"]["name"] == "arith"
+    assert doc["n"] == 2 and len(doc["samples"]) == 2
+    assert doc["model"]["backend"] == "gguf"
+    assert len(doc["outputs_sha256"]) == 64
+    assert "sk-secret-123" not in out.read_text()

@@ -1,0 +1,119 @@
+"""Three runners evaluate the real SmolLM2-135M against a live server until consensus."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+from pydantic import SecretStr
+
+from quorumbench.api.app import create_app
+from quorumbench.runner.loop import build_runner
+from quorumbench.services.accounts import create_account, issue_token
+from quorumbench.settings import RunnerSettings, ServerSettings
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+RUNNERS = ("r1", "r2", "r3")
+
+
+class LiveServer:
+    """The real app served by uvicorn on a free local port, in a thread."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.app = create_app(settings)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(self.app, log_level="warning", ws="none", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+
+@pytest.fixture
+def live(tmp_path, smollm2_gguf) -> Iterator[LiveServer]:
+    settings = ServerSettings(
+        data_dir=tmp_path,
+        quorum=3,
+        samples_per_task=2,
+        benchmarks=["arith"],
+        scheduler_interval_s=0.2,
+        registrations_per_week=100,
+        quota_evaluations=0,
+    )
+    with LiveServer(settings) as server:
+        yield server
+
+
+def test_three_runners_reach_consensus_on_the_bundled_model(live, model_cache_dir):
+    ctx = live.app.state.context
+    create_account(ctx, "admin", is_admin=True)
+    admin = issue_token(ctx, "admin", scopes=("admin",)).token
+    tokens = {}
+    for name in RUNNERS:
+        create_account(ctx, name)
+        tokens[name] = issue_token(ctx, name, scopes=("task:pull", "task:submit")).token
+
+    with httpx.Client(base_url=live.url, timeout=120) as api:
+        registered = api.post(
+            "/v0/models",
+            json={"ref": "bundled:smollm2-135m-instruct"},
+            headers={"Authorization": f"Bearer {admin}"},
+        )
+        assert registered.status_code == 201, registered.text
+        model = registered.json()
+
+        outcomes = []
+        for name in RUNNERS:
+            settings = RunnerSettings(
+                _env_file=None,
+                server_url=live.url,
+                token=SecretStr(tokens[name]),
+                name=f"{name}-box",
+                cache_dir=model_cache_dir,
+                device="cpu",
+                batch_size=2,
+            )
+            with build_runner(settings) as runner:
+                outcomes.append(runner.run_once())
+
+        assert [o.status for o in outcomes] == ["submitted"] * 3, outcomes
+        assert len({o.task_id for o in outcomes}) == 1
+        assert outcomes[-1].detail == "task is DONE"
+
+        task = api.get(f"/v0/tasks/{outcomes[0].task_id}").json()
+        assert task["status"] == "DONE"
+        board = api.get("/v0/leaderboard", params={"benchmark": "arith"}).json()
+        rows = [r for r in board["rows"] if r["model_id"] == model["id"]]
+        assert len(rows) == 1
+        assert rows[0]["n_tasks"] == 1 and rows[0]["n_samples"] == 2
+        assert 0 <= rows[0]["score"] <= 1
+
+        # the model's owner (admin) is never offered its own model; the others are done
+        with build_runner(
+            RunnerSettings(
+                _env_file=None, server_url=live.url, token=SecretStr(tokens["r1"]), name="r1-box"
+            )
+        ) as runner:
+            assert runner.run_once().status == "no-work"

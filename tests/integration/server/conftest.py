@@ -1,0 +1,106 @@
+"""A server context on SQLite (or PostgreSQL) with a controllable clock."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from quorumbench.evaluation.refs import parse_ref
+from quorumbench.services.accounts import create_account, issue_token
+from quorumbench.services.context import ServerContext
+from quorumbench.services.model_metadata import ModelMetadata
+from quorumbench.services.wiring import build_context
+from quorumbench.settings import ServerSettings
+
+PG_ADMIN = os.environ.get(
+    "QB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def _settings(url: str, tmp_path, **overrides) -> ServerSettings:
+    base = {
+        "data_dir": tmp_path,
+        "database_url": url,
+        "lease_seconds": 60,
+        "quorum": 3,
+        "samples_per_task": 4,
+        "benchmarks": ["arith"],
+        "registrations_per_week": 3,
+        "quota_evaluations": 0,
+    }
+    base.update(overrides)
+    return ServerSettings(**base)
+
+
+@pytest.fixture
+def make_ctx(tmp_path, clock):
+    made: list[ServerContext] = []
+
+    def make(url: str | None = None, **overrides) -> ServerContext:
+        url = url or f"sqlite:///{tmp_path / 'qb.db'}"
+        ctx = build_context(_settings(url, tmp_path, **overrides))
+        ctx.clock = clock
+        made.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in made:
+        ctx.close()
+
+
+@pytest.fixture
+def ctx(make_ctx) -> ServerContext:
+    return make_ctx()
+
+
+def fake_metadata(ref: str, *, params: int = 1000, weights: str | None = None) -> ModelMetadata:
+    """Metadata as inspect_model would give it, for refs that need no download."""
+    parsed = parse_ref(ref)
+    return ModelMetadata(
+        ref=parsed,
+        name=ref.rsplit("/", 1)[-1],
+        params=params,
+        architecture="LlamaForCausalLM",
+        context_length=2048,
+        dtype="float32",
+        quantization=None,
+        license="apache-2.0",
+        base_ref=None,
+        weights_sha256=weights or uuid.uuid4().hex * 2,
+        details={},
+    )
+
+
+def hub_ref(n: int) -> str:
+    return f"hf:org/model-{n}@{n:040x}"
+
+
+@pytest.fixture
+def people(ctx):
+    """An admin, an owner and five runner accounts, with tokens."""
+    create_account(ctx, "admin", is_admin=True)
+    names = ["owner", "r1", "r2", "r3", "r4", "r5"]
+    for name in names:
+        create_account(ctx, name)
+    tokens = {"admin": issue_token(ctx, "admin", scopes=("admin",)).token}
+    tokens.update({name: issue_token(ctx, name).token for name in names})
+    return tokens

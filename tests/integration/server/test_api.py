@@ -1,0 +1,278 @@
+"""The HTTP API end to end on SQLite: registration, leasing, consensus, leaderboard."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from fastapi.testclient import TestClient
+
+from quorumbench.api.app import create_app
+from quorumbench.services.scheduler import tick
+
+from .conftest import fake_metadata, hub_ref
+
+
+@pytest.fixture
+def api(ctx, people):
+    ctx.inspector = lambda ref: fake_metadata(ref, params=1000 if "big" not in ref else 10**12)
+    app = create_app(ctx.settings, context=ctx, run_scheduler=False)
+    with TestClient(app) as client:
+        yield client
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def register(api, people, ref, who="owner"):
+    return api.post("/v0/models", json={"ref": ref}, headers=auth(people[who]))
+
+
+def pull(api, people, who):
+    return api.post("/v0/leases", json={"runner": f"{who}-box"}, headers=auth(people[who]))
+
+
+def payload(lease, score_per_sample):
+    task = lease["task"]
+    scores = [score_per_sample] * task["n_samples"]
+    return {
+        "attempt": lease["attempt"],
+        "result": {
+            "task_id": task["id"],
+            "score": score_per_sample,
+            "n": task["n_samples"],
+            "sample_ids": task["sample_ids"],
+            "sample_scores": scores,
+            "sample_output_hashes": ["0" * 64] * task["n_samples"],
+            "outputs_sha256": "a" * 64,
+            "runtime_s": 1.5,
+            "hardware": {"cpu_count": 2},
+        },
+    }
+
+
+def submit(api, people, who, lease, score):
+    return api.post(
+        f"/v0/leases/{lease['lease_id']}/result",
+        params={"runner": f"{who}-box"},
+        json=payload(lease, score),
+        headers=auth(people[who]),
+    )
+
+
+def assert_problem(response, status, code, text=""):
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["type"] == f"/problems/{code}"
+    assert body["status"] == status
+    assert text in body["detail"]
+    assert set(body) >= {"type", "title", "status", "detail", "instance"}
+    return body
+
+
+def test_three_runners_reach_consensus(api, people, ctx):
+    assert register(api, people, hub_ref(1)).status_code == 201
+    tasks = api.get("/v0/tasks", params={"status": "PENDING"}).json()
+    assert len(tasks) == 1 and tasks[0]["quorum"] == 3
+    assert pull(api, people, "owner").status_code == 204  # nobody evaluates their own model
+    leases = {who: pull(api, people, who).json() for who in ("r1", "r2", "r3")}
+    assert pull(api, people, "r1").status_code == 204  # one slot per account
+    assert pull(api, people, "r4").status_code == 204  # all three slots are leased
+    assert submit(api, people, "r1", leases["r1"], 0.5).status_code == 201
+    assert submit(api, people, "r2", leases["r2"], 0.75).status_code == 201
+    done = submit(api, people, "r3", leases["r3"], 0.25)
+    assert done.status_code == 201
+    assert done.json()["task_status"] == "DONE"
+    again = submit(api, people, "r3", leases["r3"], 0.25)
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    task = api.get(f"/v0/tasks/{done.json()['task_id']}").json()
+    assert task["status"] == "DONE" and task["score"] == 0.5
+    assert len(task["results"]) == 3
+    assert task["outcomes"][0]["sample_agreement"] == [pytest.approx(1 / 3)] * 4
+    board = api.get("/v0/leaderboard", params={"benchmark": "arith"}).json()
+    row = board["rows"][0]
+    assert {
+        "model",
+        "benchmark",
+        "score",
+        "ci_low",
+        "ci_high",
+        "n_samples",
+        "n_tasks",
+        "updated_at",
+    } <= set(row)
+    assert row["score"] == 0.5 and row["n_samples"] == 4 and row["n_tasks"] == 1
+    aggregate = api.get("/v0/leaderboard").json()
+    assert aggregate["rows"][0]["benchmark"] == "aggregate"
+    text = api.get("/v0/leaderboard", params={"benchmark": "arith", "format": "csv"}).text
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows[0]["model"] == row["model"] and float(rows[0]["score"]) == 0.5
+
+
+def test_a_changed_resubmission_is_a_conflict(api, people):
+    register(api, people, hub_ref(2))
+    lease = pull(api, people, "r1").json()
+    submit(api, people, "r1", lease, 0.5)
+    assert_problem(submit(api, people, "r1", lease, 0.25), 409, "conflict", "different result")
+
+
+def test_disagreement_requeues_with_a_larger_quorum(api, people, ctx):
+    register(api, people, hub_ref(3))
+    leases = {who: pull(api, people, who).json() for who in ("r1", "r2", "r3")}
+    submit(api, people, "r1", leases["r1"], 0.0)
+    submit(api, people, "r2", leases["r2"], 0.0)
+    disputed = submit(api, people, "r3", leases["r3"], 1.0).json()
+    assert disputed["task_status"] == "DISPUTED" and disputed["round"] == 2
+    task = api.get(f"/v0/tasks/{disputed['task_id']}").json()
+    assert task["quorum"] == 5 and task["final"] is False and task["results"] == []
+    more = {who: pull(api, people, who).json() for who in ("r4", "r5")}
+    submit(api, people, "r4", more["r4"], 0.0)
+    final = submit(api, people, "r5", more["r5"], 0.25).json()
+    assert final["task_status"] == "DONE"
+    task = api.get(f"/v0/tasks/{final['task_id']}").json()
+    assert task["score"] == 0.0
+    outliers = [r for r in task["results"] if r["outlier"]]
+    assert len(outliers) == 1 and outliers[0]["score"] == 1.0
+
+
+def test_a_task_stays_disputed_after_the_last_round(ctx, people):
+    ctx.inspector = lambda ref: fake_metadata(ref)
+    app = create_app(
+        ctx.settings.model_copy(update={"max_rounds": 1}), context=ctx, run_scheduler=False
+    )
+    ctx.settings = ctx.settings.model_copy(update={"max_rounds": 1})
+    with TestClient(app) as api:
+        register(api, people, hub_ref(4))
+        leases = {who: pull(api, people, who).json() for who in ("r1", "r2", "r3")}
+        for who, score in (("r1", 0.0), ("r2", 1.0), ("r3", 0.5 + 0.25)):
+            last = submit(api, people, who, leases[who], score).json()
+        assert last["task_status"] == "DISPUTED"
+        task = api.get(f"/v0/tasks/{last['task_id']}").json()
+        assert task["final"] is True and task["status"] == "DISPUTED"
+        assert pull(api, people, "r4").status_code == 204
+
+
+def test_expired_lease_is_refused_and_the_slot_reopens(api, people, ctx, clock):
+    register(api, people, hub_ref(5))
+    lease = pull(api, people, "r1").json()
+    clock.advance(61)
+    assert_problem(submit(api, people, "r1", lease, 0.5), 409, "lease-expired", "not counted")
+    heartbeat = api.post(
+        f"/v0/leases/{lease['lease_id']}/heartbeat",
+        params={"runner": "r1-box"},
+        json={"attempt": lease["attempt"]},
+        headers=auth(people["r1"]),
+    )
+    assert_problem(heartbeat, 409, "lease-expired")
+    tick(ctx)  # expires it and reopens the slot
+    again = pull(api, people, "r1").json()
+    assert again["task"]["id"] == lease["task"]["id"]
+    assert again["attempt"] > lease["attempt"]
+
+
+def test_heartbeat_extends_and_release_reopens(api, people, clock):
+    register(api, people, hub_ref(6))
+    lease = pull(api, people, "r1").json()
+    clock.advance(50)
+    beat = api.post(
+        f"/v0/leases/{lease['lease_id']}/heartbeat",
+        params={"runner": "r1-box"},
+        json={"attempt": lease["attempt"]},
+        headers=auth(people["r1"]),
+    )
+    assert beat.status_code == 200
+    clock.advance(50)  # past the original expiry, inside the extended one
+    assert submit(api, people, "r1", lease, 0.5).status_code == 201
+    other = pull(api, people, "r2").json()
+    released = api.delete(
+        f"/v0/leases/{other['lease_id']}",
+        params={"attempt": other["attempt"], "runner": "r2-box"},
+        headers=auth(people["r2"]),
+    )
+    assert released.status_code == 204
+    assert pull(api, people, "r2").json()["task"]["id"] == other["task"]["id"]
+
+
+def test_a_result_for_other_samples_is_rejected(api, people):
+    register(api, people, hub_ref(7))
+    lease = pull(api, people, "r1").json()
+    body = payload(lease, 0.5)
+    body["result"]["sample_ids"] = list(reversed(body["result"]["sample_ids"]))
+    body["result"]["score"] = 0.9
+    response = api.post(
+        f"/v0/leases/{lease['lease_id']}/result",
+        params={"runner": "r1-box"},
+        json=body,
+        headers=auth(people["r1"]),
+    )
+    problem = assert_problem(response, 422, "invalid-submission", "sample_ids differ")
+    assert "score is not the mean" in problem["detail"]
+
+
+def test_registration_refusals_say_why(api, people, ctx):
+    first = register(api, people, hub_ref(10)).json()
+    body = assert_problem(
+        register(api, people, hub_ref(10)), 409, "duplicate-model", "registered already"
+    )
+    assert body["existing_model_id"] == first["id"]
+    same_weights = first["weights_sha256"]
+    ctx.inspector = lambda ref: fake_metadata(ref, weights=same_weights)
+    assert_problem(register(api, people, hub_ref(11)), 409, "duplicate-model", "weights")
+    ctx.inspector = lambda ref: fake_metadata(ref, params=10**12)
+    assert_problem(register(api, people, hub_ref(12)), 422, "registration-refused", "at most")
+    ctx.inspector = lambda ref: fake_metadata(ref)
+    register(api, people, hub_ref(13))
+    register(api, people, hub_ref(14))
+    assert_problem(register(api, people, hub_ref(15)), 429, "rate-limited", "3 per week")
+    assert register(api, people, hub_ref(16), who="admin").status_code == 201  # admins exempt
+    assert_problem(api.post("/v0/models", json={"ref": hub_ref(17)}), 401, "unauthenticated")
+    bad = api.post("/v0/models", json={"ref": hub_ref(17)}, headers=auth("qb_nope"))
+    assert_problem(bad, 401, "unauthenticated", "unknown API token")
+
+
+def test_quota_earn_your_submit(make_ctx, tmp_path):
+    from quorumbench.services.accounts import Principal, create_account
+    from quorumbench.services.models import register_model
+
+    ctx = make_ctx(f"sqlite:///{tmp_path / 'quota.db'}", quota_evaluations=3)
+    account = create_account(ctx, "newcomer")
+    principal = Principal(account.id, "newcomer", False, frozenset({"model:register"}))
+    with pytest.raises(Exception, match="earn your submit.*this account has 0"):
+        register_model(ctx, principal, hub_ref(20), inspector=fake_metadata)
+
+
+def test_scopes_are_enforced(api, people, ctx):
+    from quorumbench.services.accounts import issue_token
+
+    pull_only = issue_token(ctx, "r1", scopes=("task:pull",)).token
+    assert_problem(
+        api.post("/v0/models", json={"ref": hub_ref(30)}, headers=auth(pull_only)),
+        403,
+        "forbidden",
+        "model:register",
+    )
+
+
+def test_request_validation_is_problem_json(api, people):
+    response = api.post("/v0/models", json={"nope": 1}, headers=auth(people["owner"]))
+    body = assert_problem(response, 422, "invalid-request", "ref")
+    assert any(e["loc"][-1] == "ref" for e in body["errors"])
+
+
+def test_epoch_seed_is_committed_then_revealed(api, ctx, clock):
+    import hashlib
+
+    current = api.get("/v0/epochs/current").json()
+    assert current["seed"] is None
+    clock.advance(ctx.settings.epoch_seconds)
+    revealed = api.get(f"/v0/epochs/{current['id']}").json()
+    assert hashlib.sha256(revealed["seed"].encode()).hexdigest() == current["seed_commitment"]
+
+
+def test_openapi_and_health(api):
+    assert api.get("/v0/health").json()["status"] == "ok"
+    spec = api.get("/openapi.json").json()
+    assert "/v0/leases" in spec["paths"] and "/v0/leaderboard" in spec["paths"]

@@ -1,0 +1,83 @@
+"""Epochs and task creation: idempotent, replica-safe, within budget."""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import func, select
+
+from quorumbench.db.models import Epoch, Task
+from quorumbench.services.accounts import Principal, create_account
+from quorumbench.services.models import register_model
+from quorumbench.services.scheduler import ensure_epoch, schedule_epoch, tick
+
+from .conftest import fake_metadata, hub_ref
+
+
+def _models(ctx, count):
+    owner = create_account(ctx, "owner", is_admin=True)
+    principal = Principal(owner.id, "owner", True, frozenset({"admin"}))
+    return [
+        register_model(ctx, principal, hub_ref(i), inspector=fake_metadata).id for i in range(count)
+    ]
+
+
+def _count(ctx, **where):
+    with ctx.db.read() as session:
+        query = select(func.count()).select_from(Task)
+        for key, value in where.items():
+            query = query.where(getattr(Task, key) == value)
+        return session.scalar(query)
+
+
+def test_tick_is_idempotent(ctx):
+    _models(ctx, 3)
+    first = tick(ctx)
+    assert first.created == 3
+    assert tick(ctx).created == 0
+    epoch = ensure_epoch(ctx, ctx.now())
+    assert schedule_epoch(ctx, epoch) == 0
+    assert _count(ctx) == 3
+
+
+def test_replicas_scheduling_at_once_create_each_task_once(make_ctx, tmp_path):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    a, b = make_ctx(url), make_ctx(url)
+    _models(a, 5)
+    barrier = threading.Barrier(2)
+
+    def run(ctx):
+        barrier.wait()
+        epoch = ensure_epoch(ctx, ctx.now())
+        schedule_epoch(ctx, epoch)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert _count(a) == 5
+    with a.db.read() as session:
+        assert session.scalar(select(func.count()).select_from(Epoch)) == 1
+
+
+def test_budget_caps_an_epoch(make_ctx, tmp_path):
+    ctx = make_ctx(f"sqlite:///{tmp_path / 'budget.db'}", epoch_task_budget=2)
+    _models(ctx, 5)
+    tick(ctx)
+    assert _count(ctx) == 2
+
+
+def test_every_epoch_gets_its_own_tasks_and_seed(ctx, clock):
+    _models(ctx, 2)
+    tick(ctx)
+    first = ensure_epoch(ctx, ctx.now())
+    clock.advance(ctx.settings.epoch_seconds)
+    tick(ctx)
+    second = ensure_epoch(ctx, ctx.now())
+    assert second.id == first.id + 1
+    assert second.seed != first.seed
+    assert _count(ctx, epoch_id=second.id) == 2
+    with ctx.db.read() as session:
+        ids = {tuple(t.sample_ids) for t in session.scalars(select(Task))}
+    assert len(ids) == 2  # same samples for every model within an epoch, new ones next epoch

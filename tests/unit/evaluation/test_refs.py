@@ -1,0 +1,117 @@
+import pytest
+
+from quorumbench.errors import InvalidRefError
+from quorumbench.evaluation.refs import ModelRef, parse_ref
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+SHA256 = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            f"hf:HuggingFaceTB/SmolLM2-135M-Instruct@{SHA}",
+            ModelRef("hf", "HuggingFaceTB/SmolLM2-135M-Instruct", SHA),
+        ),
+        ("hf:/models/smol", ModelRef("hf", "/models/smol")),
+        (f"hf:./smol@{SHA256}", ModelRef("hf", "./smol", SHA256)),
+        ("gguf:/m/model.Q4.gguf", ModelRef("gguf", "/m/model.Q4.gguf")),
+        (
+            f"gguf:org/repo/model.Q4.gguf@{SHA}",
+            ModelRef("gguf", "org/repo", SHA, filename="model.Q4.gguf"),
+        ),
+        (
+            "openai:http://127.0.0.1:8000/v1#smol",
+            ModelRef("openai", "http://127.0.0.1:8000/v1", model_name="smol"),
+        ),
+        ("bundled:smollm2-135m-instruct", ModelRef("bundled", "smollm2-135m-instruct")),
+    ],
+)
+def test_parse(text, expected):
+    ref = parse_ref(text)
+    assert ref == expected
+    assert parse_ref(ref.canonical()) == ref
+
+
+def test_upper_case_revision_is_normalised():
+    assert parse_ref(f"hf:a/b@{SHA.upper()}").revision == SHA
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("HuggingFaceTB/SmolLM2", "expected one of hf:"),
+        ("hf:HuggingFaceTB/SmolLM2", "must be pinned"),
+        ("hf:HuggingFaceTB/SmolLM2@main", "branch and tag names move"),
+        ("hf:notarepo@" + SHA, "not an owner/name repo id"),
+        (f"hf:/local@{SHA}", "64-hex SHA-256"),
+        ("gguf:/m/model.bin", ".gguf file"),
+        (f"gguf:org/repo/model.bin@{SHA}", "expected gguf:"),
+        ("openai:http://host/v1", "openai:<base url>#<model name>"),
+        ("openai:ftp://host/v1#m", "not an http(s) URL"),
+        ("openai:https://user:secret@host/v1#m", "QB_OPENAI_API_KEY"),
+        ("bundled:Big Model", "lowercase"),
+        ("s3:bucket/key", "unknown scheme"),
+        ("hf:", "nothing after"),
+    ],
+)
+def test_bad_refs_say_why(text, reason):
+    with pytest.raises(InvalidRefError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        parse_ref(text)
+
+
+def test_credentials_never_echoed():
+    with pytest.raises(InvalidRefError) as info:
+        parse_ref("openai:https://user:s3cr3t@host/v1#m")
+    assert "s3cr3t" not in str(info.value)
+
+
+def test_local_detection():
+    assert parse_ref("hf:~/m").is_local
+    assert not parse_ref(f"hf:a/b@{SHA}").is_local
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("hf:org/name", ModelRef("hf", "org/name")),
+        ("hf:org/name@main", ModelRef("hf", "org/name", "main")),
+        ("hf:org/name@v1.0", ModelRef("hf", "org/name", "v1.0")),
+        ("hf:org/name@Release-2", ModelRef("hf", "org/name", "Release-2")),
+        ("hf:org/name@refs/pr/1", ModelRef("hf", "org/name", "refs/pr/1")),
+        (f"hf:org/name@{SHA.upper()}", ModelRef("hf", "org/name", SHA)),
+        ("gguf:org/repo/m.Q4.gguf", ModelRef("gguf", "org/repo", filename="m.Q4.gguf")),
+        ("gguf:org/repo/m.Q4.gguf@main", ModelRef("gguf", "org/repo", "main", "m.Q4.gguf")),
+        (f"hf:./smol@{SHA256}", ModelRef("hf", "./smol", SHA256)),
+        ("openai:http://h/v1#m", ModelRef("openai", "http://h/v1", model_name="m")),
+    ],
+)
+def test_allow_moving_accepts_branches_and_missing_revisions(text, expected):
+    ref = parse_ref(text, allow_moving=True)
+    assert ref == expected
+    assert parse_ref(ref.canonical(), allow_moving=True) == ref
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (f"hf:org/name@{SHA256}", "40-hex commit, not a SHA-256"),
+        ("hf:/local@main", "64-hex SHA-256"),
+        (f"hf:/local@{SHA}", "64-hex SHA-256"),
+        ("hf:org/name@bad name", "branch and tag names move"),
+        ("hf:org/name@../up", "branch and tag names move"),
+        ("hf:org/name@", "branch and tag names move"),
+        ("hf:notarepo@main", "not an owner/name repo id"),
+        ("gguf:org/repo/m.bin@main", "expected gguf:"),
+    ],
+)
+def test_allow_moving_still_rejects_bad_refs(text, reason):
+    with pytest.raises(InvalidRefError, match=reason):
+        parse_ref(text, allow_moving=True)
+
+
+@pytest.mark.parametrize("text", ["hf:org/name", "hf:org/name@main", "gguf:o/r/m.gguf@v1"])
+def test_moving_refs_are_rejected_by_default(text):
+    with pytest.raises(InvalidRefError):
+        parse_ref(text)

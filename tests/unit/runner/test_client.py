@@ -1,0 +1,271 @@
+"""The runner's HTTP client against scripted servers (httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from quorumbench.errors import (
+    AuthenticationError,
+    ConflictError,
+    InvalidSubmissionError,
+    LeaseExpiredError,
+    NotFoundError,
+    PermissionDeniedError,
+    QuorumError,
+    RateLimitedError,
+    ServerUnavailableError,
+)
+from quorumbench.runner.client import Lease, ServerClient
+
+TOKEN = "qb_SECRET-token-0123456789abcdefghijklmnopqrstuv"
+BASE = "http://server.test"
+TASK = {"id": 7, "sample_ids": ["a", "b"], "n_samples": 2}
+
+
+def problem(status: int, code: str, detail: str) -> httpx.Response:
+    body = {"type": f"/problems/{code}", "title": code, "status": status, "detail": detail}
+    return httpx.Response(
+        status, content=json.dumps(body), headers={"content-type": "application/problem+json"}
+    )
+
+
+def lease_body(expires_at: datetime) -> dict:
+    return {"lease_id": 3, "attempt": 1, "expires_at": expires_at.isoformat(), "task": TASK}
+
+
+def make_client(handler, *, attempts: int = 4, waits: list[float] | None = None) -> ServerClient:
+    recorded = waits if waits is not None else []
+    return ServerClient(
+        BASE,
+        SecretStr(TOKEN),
+        "box-1",
+        max_attempts=attempts,
+        transport=httpx.MockTransport(handler),
+        sleep=recorded.append,
+    )
+
+
+def a_lease() -> Lease:
+    return Lease(3, 1, datetime.now(UTC) + timedelta(seconds=60), dict(TASK), 60.0)
+
+
+def test_pull_sends_the_token_and_runner_and_parses_the_lease():
+    seen: list[httpx.Request] = []
+    expires = datetime.now(UTC) + timedelta(seconds=90)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(201, json=lease_body(expires))
+
+    lease = make_client(handler).pull()
+    assert lease is not None
+    assert (lease.lease_id, lease.attempt, lease.task_id) == (3, 1, 7)
+    assert lease.expires_at == expires
+    assert 80 < lease.ttl_s <= 90
+    request = seen[0]
+    assert request.method == "POST" and request.url.path == "/v0/leases"
+    assert request.headers["authorization"] == f"Bearer {TOKEN}"
+    body = json.loads(request.content)
+    assert body["runner"] == "box-1"
+    assert len(body["pull_key"]) == 32
+
+
+def test_a_retried_pull_resends_its_key_and_the_next_pull_sends_a_new_one():
+    keys: list[str] = []
+    answers = [httpx.ReadTimeout("lost"), httpx.Response(503), httpx.Response(204)]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        keys.append(json.loads(request.content)["pull_key"])
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    client = make_client(handler, waits=[])
+    assert client.pull() is None
+    assert len(keys) == 3 and len(set(keys)) == 1
+    answers.append(httpx.Response(204))
+    assert client.pull() is None
+    assert keys[3] != keys[0]
+
+
+def test_lease_time_is_measured_on_the_servers_clock():
+    server_now = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+    expires = server_now + timedelta(seconds=30)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        date = "Tue, 01 Jan 2030 12:00:00 GMT"
+        return httpx.Response(201, json=lease_body(expires), headers={"date": date})
+
+    lease = make_client(handler).pull()
+    assert lease is not None and lease.ttl_s == pytest.approx(30)
+
+
+def test_no_work_is_none():
+    assert make_client(lambda r: httpx.Response(204)).pull() is None
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "error"),
+    [
+        (401, "unauthenticated", AuthenticationError),
+        (403, "forbidden", PermissionDeniedError),
+        (404, "not-found", NotFoundError),
+        (409, "lease-expired", LeaseExpiredError),
+        (409, "conflict", ConflictError),
+        (422, "invalid-submission", InvalidSubmissionError),
+        (422, "invalid-request", InvalidSubmissionError),
+        (409, "something-new", LeaseExpiredError),
+    ],
+)
+def test_problem_documents_become_error_classes(status, code, error):
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return problem(status, code, f"the server says {code}")
+
+    with pytest.raises(error) as caught:
+        make_client(handler).heartbeat(a_lease())
+    assert type(caught.value) is error
+    assert caught.value.message == f"the server says {code}"
+    assert len(calls) == 1, "4xx answers are not retried"
+
+
+def test_a_409_conflict_is_not_mistaken_for_an_expired_lease():
+    client = make_client(lambda r: problem(409, "conflict", "a different result"))
+    with pytest.raises(ConflictError) as caught:
+        client.submit(a_lease(), {"task_id": 7})
+    assert not isinstance(caught.value, LeaseExpiredError)
+
+
+def test_an_unknown_4xx_without_a_problem_body_still_raises_a_quorum_error():
+    with pytest.raises(QuorumError, match="server answered 418"):
+        make_client(lambda r: httpx.Response(418, text="teapot")).pull()
+
+
+def test_503_then_success_is_retried_with_backoff():
+    answers = [httpx.Response(503), httpx.Response(502), httpx.Response(204)]
+    waits: list[float] = []
+    client = make_client(lambda r: answers.pop(0), waits=waits)
+    assert client.pull() is None
+    assert len(waits) == 2
+    assert waits[1] >= waits[0] > 0
+
+
+def test_connection_errors_are_retried_then_succeed():
+    failures = [httpx.ConnectError("refused"), httpx.ReadTimeout("slow")]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if failures:
+            raise failures.pop(0)
+        return httpx.Response(200, json={"lease_id": 3, "expires_at": "2030-01-01T00:00:00+00:00"})
+
+    lease = make_client(handler).heartbeat(a_lease())
+    assert lease.expires_at == datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def test_retries_are_bounded():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ConnectError("refused")
+
+    with pytest.raises(ServerUnavailableError, match="cannot reach http://server.test"):
+        make_client(handler, attempts=3).pull()
+    assert len(calls) == 3
+
+
+def test_persistent_5xx_is_server_unavailable_and_429_is_rate_limited():
+    with pytest.raises(ServerUnavailableError) as caught:
+        make_client(lambda r: httpx.Response(500), attempts=2).pull()
+    assert caught.value.status == 500
+    with pytest.raises(RateLimitedError, match="slow down"):
+        make_client(lambda r: problem(429, "rate-limited", "slow down"), attempts=2).pull()
+
+
+def test_submit_retries_resend_identical_bytes():
+    bodies: list[bytes] = []
+    answers = [httpx.ReadTimeout("lost"), httpx.Response(503)]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.content)
+        if answers:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return httpx.Response(200, json={"result_id": 1, "duplicate": True})
+
+    payload = {"task_id": 7, "score": 0.5, "sample_scores": [1.0, 0.0], "runtime_s": 0.1}
+    answer = make_client(handler).submit(a_lease(), payload)
+    assert answer["duplicate"] is True
+    assert len(bodies) == 3
+    assert bodies[0] == bodies[1] == bodies[2]
+    assert json.loads(bodies[0]) == {"attempt": 1, "result": payload}
+
+
+def test_submit_refuses_nan():
+    with pytest.raises(ValueError):
+        make_client(lambda r: httpx.Response(201)).submit(a_lease(), {"score": float("nan")})
+
+
+def test_release_and_heartbeat_name_the_runner_and_attempt():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "DELETE":
+            return httpx.Response(204)
+        return httpx.Response(200, json={"lease_id": 3, "expires_at": "2030-01-01T00:00:00Z"})
+
+    client = make_client(handler)
+    client.heartbeat(a_lease())
+    client.release(a_lease())
+    beat, release = seen
+    assert beat.url.path == "/v0/leases/3/heartbeat"
+    assert beat.url.params["runner"] == "box-1"
+    assert json.loads(beat.content) == {"attempt": 1}
+    assert release.method == "DELETE" and release.url.path == "/v0/leases/3"
+    assert dict(release.url.params) == {"attempt": "1", "runner": "box-1"}
+
+
+def test_leaderboard_returns_rows():
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.params["benchmark"] == "arith"
+        return httpx.Response(200, json={"total": 1, "limit": 50, "offset": 0, "rows": [{"x": 1}]})
+
+    assert make_client(handler).leaderboard("arith") == [{"x": 1}]
+
+
+def test_the_token_never_shows_in_reprs_or_errors():
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"refused {request.headers['authorization']}")
+
+    client = make_client(handler, attempts=2)
+    assert TOKEN not in repr(client)
+    with pytest.raises(ServerUnavailableError) as caught:
+        client.pull()
+    rendered = "".join(traceback.format_exception(caught.value))
+    assert TOKEN not in rendered
+    assert TOKEN not in str(caught.value)
+
+    client = make_client(lambda r: problem(401, "unauthenticated", "unknown token"))
+    with pytest.raises(AuthenticationError) as auth:
+        client.pull()
+    assert TOKEN not in "".join(traceback.format_exception(auth.value))
+
+
+def test_retry_warnings_do_not_log_the_token(caplog):
+    answers = [httpx.Response(503), httpx.Response(204)]
+    with caplog.at_level("DEBUG"):
+        make_client(lambda r: answers.pop(0)).pull()
+    assert "retrying" in caplog.text
+    assert TOKEN not in caplog.text

@@ -1,0 +1,433 @@
+"""The runner loop with a fake server client and the scripted MockBackend."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from quorumbench.backends.mock import MockBackend
+from quorumbench.benchmarks.arith import ArithBenchmark
+from quorumbench.errors import (
+    AuthenticationError,
+    ConfigError,
+    LeaseExpiredError,
+    ModelLoadError,
+    ServerUnavailableError,
+)
+from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.engine import select_samples
+from quorumbench.runner.client import Lease
+from quorumbench.runner.loop import Runner, TaskEvaluator, build_runner, result_payload
+from quorumbench.settings import RunnerSettings
+
+MODEL = "bundled:mock-model"
+
+
+@pytest.fixture(scope="module")
+def arith():
+    return ArithBenchmark(BenchmarkContext())
+
+
+@cache
+def task_ids(n: int, seed: str) -> tuple[str, ...]:
+    return tuple(s.id for s in select_samples(ArithBenchmark(BenchmarkContext()), n, seed))
+
+
+def make_task(arith, task_id=1, *, n=3, seed="s", model=MODEL, **bench_overrides):
+    bench = {
+        "name": arith.name,
+        "version": arith.version,
+        "prompt_version": arith.prompt_version,
+        "dataset_sha256": arith.dataset_sha256,
+        "config": dict(arith.config),
+        **bench_overrides,
+    }
+    return {
+        "id": task_id,
+        "epoch": 1,
+        "round": 1,
+        "model": {"id": 1, "ref": model},
+        "benchmark": bench,
+        "n_samples": n,
+        "seed": seed,
+        "sample_ids": list(task_ids(n, seed)),
+    }
+
+
+class FakeClient:
+    """Hands out scripted tasks and records every call."""
+
+    def __init__(self, tasks, *, ttl_s=60.0, heartbeat_error=None, when_empty=None):
+        self.tasks = list(tasks)
+        self.ttl_s = ttl_s
+        self.heartbeat_error = heartbeat_error
+        self.when_empty = when_empty
+        self.pulled: list[Lease] = []
+        self.heartbeats: list[int] = []
+        self.heartbeat_called = threading.Event()
+        self.released: list[int] = []
+        self.submitted: list[tuple[int, dict]] = []
+        self.submit_answer = {"result_id": 1, "task_status": "PENDING", "duplicate": False}
+        self.closed = False
+
+    def pull(self):
+        if not self.tasks:
+            if self.when_empty is not None:
+                self.when_empty()
+            return None
+        task = self.tasks.pop(0)
+        if isinstance(task, Exception):
+            raise task
+        lease_id = len(self.pulled) + 100
+        expires = datetime.now(UTC) + timedelta(seconds=self.ttl_s)
+        lease = Lease(lease_id, 1, expires, task, self.ttl_s)
+        self.pulled.append(lease)
+        return lease
+
+    def heartbeat(self, lease):
+        self.heartbeats.append(lease.lease_id)
+        self.heartbeat_called.set()
+        if self.heartbeat_error is not None:
+            raise self.heartbeat_error
+        return lease
+
+    def release(self, lease):
+        self.released.append(lease.lease_id)
+
+    def submit(self, lease, payload):
+        self.submitted.append((lease.lease_id, payload))
+        return self.submit_answer
+
+    def close(self):
+        self.closed = True
+
+
+def make_runner(client, backend_loader=None, **kwargs):
+    loads: list[str] = []
+
+    def default_loader(ref, options):
+        loads.append(ref)
+        return MockBackend(lambda p: "#### 4")
+
+    evaluator = TaskEvaluator(backend_loader=backend_loader or default_loader, batch_size=2)
+    runner = Runner(
+        client, evaluator, min_idle_backoff_s=0.01, max_idle_backoff_s=0.02, min_heartbeat_s=0.01
+    )
+    runner.loads = loads
+    return runner
+
+
+def test_a_task_is_evaluated_and_submitted_once(arith):
+    task = make_task(arith, 5)
+    client = FakeClient([task])
+    outcome = make_runner(client).run_once()
+    assert outcome.status == "submitted" and outcome.ok
+    assert (outcome.task_id, outcome.lease_id) == (5, 100)
+    assert client.released == []
+    assert len(client.submitted) == 1
+    lease_id, payload = client.submitted[0]
+    assert lease_id == 100
+    assert payload["task_id"] == 5
+    assert payload["n"] == 3
+    assert payload["sample_ids"] == task["sample_ids"]
+    assert len(payload["sample_scores"]) == len(payload["sample_output_hashes"]) == 3
+    assert payload["score"] == pytest.approx(sum(payload["sample_scores"]) / 3)
+    assert payload["model_revision"] == "0" * 64
+    assert "hardware" in payload["hardware"] and "libraries" in payload["hardware"]
+    assert len(payload["outputs_sha256"]) == 64
+
+
+def test_no_work_is_reported():
+    outcome = make_runner(FakeClient([])).run_once()
+    assert outcome.status == "no-work" and outcome.ok
+
+
+def test_a_duplicate_answer_counts_as_submitted(arith):
+    client = FakeClient([make_task(arith)])
+    client.submit_answer = {"duplicate": True, "task_status": "DONE"}
+    assert make_runner(client).run_once().status == "duplicate"
+
+
+def test_heartbeat_409_abandons_the_work_without_submitting(arith):
+    client = FakeClient(
+        [make_task(arith, n=2)], ttl_s=0.03, heartbeat_error=LeaseExpiredError("superseded")
+    )
+
+    def slow_answer(prompt):
+        client.heartbeat_called.wait(5)
+        time.sleep(0.2)  # let the heartbeat thread record the loss
+        return "#### 4"
+
+    runner = make_runner(client, lambda ref, options: MockBackend(slow_answer))
+    outcome = runner.run_once()
+    assert outcome.status == "abandoned"
+    assert "superseded" in outcome.detail
+    assert client.submitted == []
+    assert client.released == []  # the lease is gone already
+
+
+def test_heartbeats_keep_the_lease_while_a_task_runs(arith):
+    client = FakeClient([make_task(arith, n=2)], ttl_s=0.03)
+
+    def answer(prompt):
+        deadline = time.monotonic() + 5
+        while len(client.heartbeats) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "#### 4"
+
+    outcome = make_runner(client, lambda ref, options: MockBackend(answer)).run_once()
+    assert outcome.status == "submitted"
+    assert len(client.heartbeats) >= 2
+
+
+def test_a_stop_request_releases_the_lease(arith):
+    stop = threading.Event()
+    client = FakeClient([make_task(arith, n=4)])
+
+    def answer(prompt):
+        stop.set()
+        return "#### 4"
+
+    runner = make_runner(client, lambda ref, options: MockBackend(answer))
+    outcome = runner.run_once(stop)
+    assert outcome.status == "stopped"
+    assert client.released == [100]
+    assert client.submitted == []
+
+
+def test_stop_before_pulling_pulls_nothing(arith):
+    stop = threading.Event()
+    stop.set()
+    client = FakeClient([make_task(arith)])
+    assert make_runner(client).run_once(stop).status == "stopped"
+    assert client.pulled == []
+
+
+def test_keyboard_interrupt_releases_the_lease_and_propagates(arith):
+    client = FakeClient([make_task(arith)])
+
+    def answer(prompt):
+        raise KeyboardInterrupt
+
+    runner = make_runner(client, lambda ref, options: MockBackend(answer))
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_once()
+    assert client.released == [100]
+    assert client.submitted == []
+
+
+def test_a_load_error_releases_and_the_loop_goes_on(arith):
+    stop = threading.Event()
+    client = FakeClient(
+        [make_task(arith, 1, model="bundled:broken"), make_task(arith, 2)], when_empty=stop.set
+    )
+
+    def loader(ref, options):
+        if ref == "bundled:broken":
+            raise ModelLoadError("weights are corrupt")
+        return MockBackend(lambda p: "#### 4")
+
+    submitted = make_runner(client, loader).run_forever(stop)
+    assert submitted == 1
+    assert client.released == [100]
+    assert [lease_id for lease_id, _ in client.submitted] == [101]
+    assert client.submitted[0][1]["task_id"] == 2
+
+
+def test_an_unexpected_backend_crash_releases_and_reports(arith, caplog):
+    client = FakeClient([make_task(arith)])
+
+    def answer(prompt):
+        raise RuntimeError("CUDA out of memory")
+
+    outcome = make_runner(client, lambda ref, options: MockBackend(answer)).run_once()
+    assert outcome.status == "failed"
+    assert "CUDA out of memory" in outcome.detail
+    assert client.released == [100]
+
+
+def test_a_newer_benchmark_version_is_refused_with_a_clear_error(arith):
+    client = FakeClient([make_task(arith, version=arith.version + 1)])
+    runner = make_runner(client)
+    outcome = runner.run_once()
+    assert outcome.status == "refused"
+    assert "out of date" in outcome.detail
+    assert client.released == [100]
+    assert client.submitted == []
+    assert runner.loads == [], "the model is not loaded for a task the runner cannot do"
+
+
+def test_a_data_mismatch_is_refused(arith):
+    client = FakeClient([make_task(arith, dataset_sha256="f" * 64)])
+    outcome = make_runner(client).run_once()
+    assert outcome.status == "refused"
+    assert "data mismatch" in outcome.detail
+    assert client.released == [100]
+
+
+def test_other_sample_ids_are_refused(arith):
+    task = make_task(arith)
+    task["sample_ids"] = list(reversed(task["sample_ids"]))
+    client = FakeClient([task])
+    outcome = make_runner(client).run_once()
+    assert outcome.status == "refused"
+    assert "sample ids differ" in outcome.detail
+    assert client.submitted == []
+
+
+def test_a_malformed_task_is_refused(arith):
+    task = make_task(arith)
+    del task["seed"]
+    outcome = make_runner(FakeClient([task])).run_once()
+    assert outcome.status == "refused"
+
+
+def test_an_expired_lease_at_submit_is_abandoned(arith):
+    client = FakeClient([make_task(arith)])
+
+    def refuse(lease, payload):
+        raise LeaseExpiredError("lease 100 is expired; the result was not counted")
+
+    client.submit = refuse
+    outcome = make_runner(client).run_once()
+    assert outcome.status == "abandoned"
+    assert not outcome.ok
+
+
+def test_models_and_benchmarks_are_loaded_once(arith):
+    client = FakeClient([make_task(arith, 1), make_task(arith, 2, seed="t")])
+    runner = make_runner(client)
+    assert runner.run_once().status == "submitted"
+    assert runner.run_once().status == "submitted"
+    assert runner.loads == [MODEL]
+
+
+def test_the_least_recently_used_model_is_closed():
+    backends = {}
+
+    def loader(ref, options):
+        backends[ref] = MockBackend()
+        return backends[ref]
+
+    evaluator = TaskEvaluator(backend_loader=loader, max_models=2)
+    evaluator.backend("a")
+    evaluator.backend("b")
+    evaluator.backend("a")
+    evaluator.backend("c")  # evicts b, the least recently used
+    assert backends["b"].closed and not backends["a"].closed
+    evaluator.close()
+    assert all(b.closed for b in backends.values())
+
+
+def test_no_work_backs_off_and_server_outages_do_not_end_the_loop(arith):
+    stop = threading.Event()
+    script = [ServerUnavailableError("cannot reach the server"), make_task(arith)]
+    client = FakeClient(script, when_empty=stop.set)
+    assert make_runner(client).run_forever(stop) == 1
+
+
+def test_a_bad_token_ends_the_loop():
+    client = FakeClient([AuthenticationError("unknown token")])
+    with pytest.raises(AuthenticationError):
+        make_runner(client).run_forever(threading.Event())
+
+
+def test_result_payload_maps_the_run(arith):
+    from quorumbench.evaluation.engine import EvalConfig, evaluate
+
+    result = evaluate(arith, MockBackend(lambda p: "#### 1"), EvalConfig(n=2, seed="p"))
+    payload = result_payload(9, result)
+    assert payload["sample_ids"] == [s.id for s in result.samples]
+    assert payload["sample_scores"] == [s.score for s in result.samples]
+    assert payload["sample_output_hashes"] == [s.output_sha256 for s in result.samples]
+    assert payload["outputs_sha256"] == result.outputs_sha256
+
+
+def test_build_runner_needs_a_token():
+    with pytest.raises(ConfigError, match="QB_RUNNER_TOKEN"):
+        build_runner(RunnerSettings(_env_file=None, server_url="http://127.0.0.1:1"))
+    settings = RunnerSettings(
+        _env_file=None, server_url="http://127.0.0.1:1", token=SecretStr("qb_x"), name="r1"
+    )
+    with build_runner(settings) as runner:
+        assert runner.client.runner == "r1"
+        assert "qb_x" not in repr(settings)
+
+
+def test_runner_settings_describe_every_field():
+    for name, field in RunnerSettings.model_fields.items():
+        assert field.description, name
+
+
+class TestCommandLine:
+    """``quorumbench runner start`` wiring (the server is a fake client)."""
+
+    @staticmethod
+    def invoke(args, monkeypatch, client=None):
+        from typer.testing import CliRunner
+
+        from quorumbench.cli.app import app
+
+        if client is not None:
+            monkeypatch.setattr(
+                "quorumbench.runner.loop.ServerClient", lambda *a, **k: client, raising=True
+            )
+        for var in ("QB_RUNNER_TOKEN", "QB_RUNNER_SERVER_URL", "QB_RUNNER_NAME"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.chdir(Path(__file__).parent)  # no .env here
+        return CliRunner().invoke(app, ["runner", "start", *args])
+
+    def test_once_with_no_work_exits_zero_and_says_so(self, monkeypatch):
+        result = self.invoke(["--token", "qb_secret_value", "--once"], monkeypatch, FakeClient([]))
+        assert result.exit_code == 0, result.output
+        assert "no task available" in result.output
+        assert "qb_secret_value" not in result.output
+
+    def test_a_missing_token_is_one_clear_line(self, monkeypatch):
+        result = self.invoke(["--once"], monkeypatch)
+        assert result.exit_code == 1
+        assert "error: no API token" in result.output
+
+    def test_once_and_auto_exclude_each_other(self, monkeypatch):
+        result = self.invoke(["--token", "qb_x", "--once", "--auto"], monkeypatch)
+        assert result.exit_code == 2
+
+    def test_a_bad_runner_name_is_refused(self, monkeypatch):
+        result = self.invoke(["--token", "qb_x", "--name", "bad name!", "--once"], monkeypatch)
+        assert result.exit_code == 1
+        assert "invalid runner settings: name" in result.output
+
+
+def test_an_unreachable_server_at_submit_gets_the_same_payload_again(arith):
+    client = FakeClient([make_task(arith)])
+    sent = []
+
+    def flaky(lease, payload):
+        sent.append(payload)
+        if len(sent) < 3:
+            raise ServerUnavailableError("cannot reach the server")
+        return {"duplicate": len(sent) > 1, "task_status": "PENDING"}
+
+    client.submit = flaky
+    outcome = make_runner(client).run_once()
+    assert outcome.status == "duplicate"
+    assert len(sent) == 3 and sent[0] is sent[1] is sent[2]
+    assert client.released == []
+
+
+def test_submission_gives_up_when_the_lease_has_run_out(arith):
+    client = FakeClient([make_task(arith)], ttl_s=0.0)
+
+    def down(lease, payload):
+        raise ServerUnavailableError("cannot reach the server")
+
+    client.submit = down
+    outcome = make_runner(client).run_once()
+    assert outcome.status == "failed"
+    assert "could not submit" in outcome.detail
