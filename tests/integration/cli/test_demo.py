@@ -1,0 +1,128 @@
+"""`quorumbench demo` end to end: a real server, two real models, three runner processes.
+
+The demo runs as a subprocess exactly as a user starts it (with ``--no-serve`` so it
+exits), keeping its database in ``--data-dir``; the test then reads that database,
+serves it again with ``quorumbench serve --data-dir`` and asks the served API.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "quorumbench.cli.app", *args]
+
+
+def test_demo_reaches_consensus_and_its_data_dir_serves_again(
+    tmp_path, smollm2_dir, model_cache_dir
+):
+    data_dir = tmp_path / "demo"
+    env = {**os.environ, "QB_CACHE_DIR": str(model_cache_dir), "COLUMNS": "120"}
+    env.pop("QB_DATASETS_DIR", None)  # arith only: the quick-start benchmark needs no data
+    started = time.monotonic()
+    demo = subprocess.run(
+        _cli("demo", "--no-serve", "--port", "0", "--data-dir", str(data_dir), "--samples", "2"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    elapsed = time.monotonic() - started
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    out = demo.stdout
+    assert "registered model 1: SmolLM2-135M-Instruct" in out
+    assert "registered model 2: SmolLM2-135M-Instruct + demo LoRA (LoRA adapter" in out
+    assert "started 3 runner processes (alice, bob, carol)" in out
+    assert "leaderboard — arith" in out
+    assert "server: http://127.0.0.1:" in out
+    assert f"quorumbench serve --data-dir {data_dir}" in " ".join(out.split())
+    assert elapsed < 300, f"the demo took {elapsed:.0f} s"
+
+    # What the demo left in its database: both tasks DONE by three distinct accounts.
+    engine = create_engine(f"sqlite:///{data_dir / 'quorumbench.db'}")
+    try:
+        with engine.connect() as conn:
+            tasks = conn.execute(text("SELECT id, status, quorum FROM tasks")).all()
+            assert len(tasks) == 2 and {t.status for t in tasks} == {"DONE"}
+            per_task = conn.execute(
+                text(
+                    "SELECT task_id, COUNT(*), COUNT(DISTINCT account_id) FROM results "
+                    "WHERE counted GROUP BY task_id"
+                )
+            ).all()
+            assert sorted(c for _, c, _ in per_task) == [3, 3]
+            assert all(distinct == 3 for _, _, distinct in per_task)
+            owners = conn.execute(
+                text(
+                    "SELECT COUNT(*) FROM results r JOIN tasks t ON t.id = r.task_id "
+                    "JOIN models m ON m.id = t.model_id WHERE r.account_id = m.owner_id"
+                )
+            ).scalar_one()
+            assert owners == 0, "the models' owner must never evaluate them"
+            board = conn.execute(text("SELECT n_tasks, n_samples FROM leaderboard_entries")).all()
+            assert sorted(board) == [(1, 2), (1, 2)]
+    finally:
+        engine.dispose()
+    for name in ("alice", "bob", "carol"):
+        log = (data_dir / "logs" / f"runner-{name}.log").read_text()
+        assert log.count("submitted, score") == 2, log[-2000:]
+        assert "qb_" not in log, "a token leaked into a runner log"
+
+    # --data-dir keeps the database for a later `quorumbench serve --data-dir`.
+    port = _free_port()
+    server = subprocess.Popen(
+        _cli("serve", "--data-dir", str(data_dir), "--port", str(port)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/v0/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.2)
+        rows = httpx.get(f"{url}/v0/leaderboard", params={"benchmark": "arith"}).json()["rows"]
+        assert sorted(r["model"] for r in rows) == [
+            "SmolLM2-135M-Instruct",
+            "SmolLM2-135M-Instruct + demo LoRA",
+        ]
+        assert all(r["n_tasks"] == 1 and r["n_samples"] == 2 for r in rows)
+        done = httpx.get(f"{url}/v0/tasks", params={"status": "DONE"}).json()
+        assert len(done) == 2 and all(len(t["results"]) == 3 for t in done)
+        table = subprocess.run(
+            _cli("leaderboard", "--server", url, "--benchmark", "arith"),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert table.returncode == 0, table.stderr
+        assert "SmolLM2-135M-Instruct" in table.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        assert server.stdout is not None
+        server.stdout.close()
