@@ -175,3 +175,8 @@ class RunnerSettings(BaseSettings):
         30.0, gt=0, description="Longest wait between pulls while the server has no work."
     )
     request_timeout_s: float = Field(30.0, gt=0, description="Timeout of one HTTP request.")
+    openai_api_key: SecretStr | None = Field(
+        None,
+        description="Key for tasks whose model is an openai: endpoint; never printed, "
+        "logged or written.",
+    )

@@ -454,7 +454,11 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
     client = ServerClient(url, settings.token, settings.name, timeout_s=settings.request_timeout_s)
     evaluator = TaskEvaluator(
         datasets_dir=settings.datasets_dir,
-        options=BackendOptions(device=settings.device, cache_dir=settings.cache_dir),
+        options=BackendOptions(
+            device=settings.device,
+            cache_dir=settings.cache_dir,
+            api_key=settings.openai_api_key,
+        ),
         batch_size=settings.batch_size,
         max_models=settings.max_loaded_models,
     )

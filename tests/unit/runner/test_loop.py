@@ -360,6 +360,19 @@ def test_build_runner_needs_a_token():
         assert "qb_x" not in repr(settings)
 
 
+def test_the_openai_key_reaches_the_backends_and_stays_masked(monkeypatch):
+    monkeypatch.setenv("QB_RUNNER_OPENAI_API_KEY", "sk-secret-123")
+    settings = RunnerSettings(
+        _env_file=None, server_url="http://127.0.0.1:1", token=SecretStr("qb_x"), name="r1"
+    )
+    assert "sk-secret-123" not in repr(settings)
+    with build_runner(settings) as runner:
+        evaluator = runner.evaluator
+        assert isinstance(evaluator, TaskEvaluator)
+        assert evaluator.options.api_key is not None
+        assert evaluator.options.api_key.get_secret_value() == "sk-secret-123"
+
+
 def test_runner_settings_describe_every_field():
     for name, field in RunnerSettings.model_fields.items():
         assert field.description, name
