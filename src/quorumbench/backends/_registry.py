@@ -63,7 +63,11 @@ def registry() -> Registry[BackendFactory]:
 
 
 def resolve_bundled(ref: ModelRef) -> ModelRef:
-    """The local gguf ref of a bundled model, found without importing its package."""
+    """The local gguf ref of a bundled model, found without importing its package.
+
+    A pinned bundled ref (``bundled:<name>@<sha256>``) keeps its pin, so loading
+    checks the installed file against it.
+    """
     if ref.location not in BUNDLED:
         raise InvalidRefError(
             f"unknown bundled model {ref.location!r}; known: {', '.join(sorted(BUNDLED))}"
@@ -77,7 +81,7 @@ def resolve_bundled(ref: ModelRef) -> ModelRef:
     path = Path(next(iter(spec.submodule_search_locations))) / filename
     if not path.is_file():
         raise InvalidRefError(f"bundled model file missing: {path}")
-    return ModelRef("gguf", str(path))
+    return ModelRef("gguf", str(path), ref.revision)
 
 
 def load_backend(

@@ -62,7 +62,7 @@ class ModelRef:
         if self.scheme == "openai":
             return f"openai:{self.location}#{self.model_name}"
         if self.scheme == "bundled":
-            return f"bundled:{self.location}"
+            return f"bundled:{self.location}" + (f"@{self.revision}" if self.revision else "")
         body = self.location
         if self.filename is not None:
             body = f"{body}/{self.filename}"
@@ -160,7 +160,13 @@ def parse_ref(text: str, *, allow_moving: bool = False) -> ModelRef:
     if scheme == "openai":
         return _parse_openai(body, text)
     if scheme == "bundled":
-        if not re.match(r"^[a-z0-9][a-z0-9.-]*$", body):
+        name, _, revision = body.partition("@")
+        if not re.match(r"^[a-z0-9][a-z0-9.-]*$", name):
             raise InvalidRefError(f"bad model ref {text!r}: bundled names are lowercase")
-        return ModelRef("bundled", body)
+        if revision and not re.fullmatch(r"[0-9a-fA-F]{64}", revision):
+            raise InvalidRefError(
+                f"bad model ref {text!r}: a bundled model is pinned by the 64-hex SHA-256 "
+                "of its file"
+            )
+        return ModelRef("bundled", name, revision.lower() or None)
     raise InvalidRefError(f"bad model ref {text!r}: unknown scheme {scheme!r}")

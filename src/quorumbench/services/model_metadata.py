@@ -346,8 +346,11 @@ def inspect_model(
         name = ref.model_name or ref.location
         return ModelMetadata(ref, name, None, None, None, None, None, None, None, None, details)
     if ref.scheme == "bundled":
+        # Stored as bundled:<name>@<file sha256>, not as this machine's file path: every
+        # runner finds the file in its own installed package and checks the hash.
         details = {"kind": "gguf", "source": "bundled", "bundled": ref.location}
-        return _local_gguf(resolve_bundled(ref), details)
+        meta = _local_gguf(resolve_bundled(ref), details)
+        return replace(meta, ref=ModelRef("bundled", ref.location, meta.ref.revision))
     if ref.is_local and ref.scheme == "gguf":
         return _local_gguf(ref, {"kind": "gguf", "source": "local"})
     if ref.is_local:

@@ -26,6 +26,10 @@ SHA256 = "ab" * 32
             ModelRef("openai", "http://127.0.0.1:8000/v1", model_name="smol"),
         ),
         ("bundled:smollm2-135m-instruct", ModelRef("bundled", "smollm2-135m-instruct")),
+        (
+            f"bundled:smollm2-135m-instruct@{'ab' * 32}",
+            ModelRef("bundled", "smollm2-135m-instruct", "ab" * 32),
+        ),
     ],
 )
 def test_parse(text, expected):
@@ -52,6 +56,7 @@ def test_upper_case_revision_is_normalised():
         ("openai:ftp://host/v1#m", "not an http(s) URL"),
         ("openai:https://user:secret@host/v1#m", "QB_OPENAI_API_KEY"),
         ("bundled:Big Model", "lowercase"),
+        ("bundled:smollm2-135m-instruct@main", "64-hex SHA-256 of its file"),
         ("s3:bucket/key", "unknown scheme"),
         ("hf:", "nothing after"),
     ],

@@ -205,8 +205,12 @@ def test_bundled_smollm2_gguf(smollm2_gguf):
     assert meta.license == "apache-2.0"
     assert meta.weights_sha256 == meta.ref.revision
     bundled = inspect_model("bundled:smollm2-135m-instruct")
-    assert bundled.ref == meta.ref
+    assert bundled.ref.canonical() == f"bundled:smollm2-135m-instruct@{meta.ref.revision}"
+    assert bundled.weights_sha256 == meta.weights_sha256
     assert bundled.details["bundled"] == "smollm2-135m-instruct"
+    assert inspect_model(bundled.ref.canonical()).ref == bundled.ref  # a pinned ref is kept
+    with pytest.raises(RegistrationError, match="but the ref pins"):
+        inspect_model(f"bundled:smollm2-135m-instruct@{'0' * 64}")
 
 
 # --- the Hub, through a fake client ---------------------------------------------------
