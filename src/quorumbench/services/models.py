@@ -7,8 +7,7 @@ A registration is refused, with the reason, when:
 * the model has more parameters than ``max_params``;
 * the account registered ``registrations_per_week`` models in the last 7 days;
 * the account has not "earned its submit": fewer than ``quota_evaluations``
-  accepted results on other people's models in the last ``quota_window_hours``.
-
+  accepted results on other people's models in the last ``quota_window_hours``;
 * the parameter count cannot be determined (the size limit could not be checked);
 * the ref is a path on the server's own disk (development refs are admin-only).
 
