@@ -36,7 +36,6 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
     data_dir = tmp_path / "demo"
     env = {**os.environ, "QB_CACHE_DIR": str(model_cache_dir), "COLUMNS": "120"}
     env.pop("QB_DATASETS_DIR", None)  # arith only: the quick-start benchmark needs no data
-    started = time.monotonic()
     demo = subprocess.run(
         _cli("demo", "--no-serve", "--port", "0", "--data-dir", str(data_dir), "--samples", "2"),
         capture_output=True,
@@ -44,7 +43,6 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         env=env,
         timeout=600,
     )
-    elapsed = time.monotonic() - started
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     out = demo.stdout
     assert "registered model 1: SmolLM2-135M-Instruct" in out
@@ -53,7 +51,6 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
     assert "leaderboard — arith" in out
     assert "server: http://127.0.0.1:" in out
     assert f"quorumbench serve --data-dir {data_dir}" in " ".join(out.split())
-    assert elapsed < 300, f"the demo took {elapsed:.0f} s"
 
     # What the demo left in its database: both tasks DONE by three distinct accounts.
     engine = create_engine(f"sqlite:///{data_dir / 'quorumbench.db'}")
