@@ -84,6 +84,9 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             quorum=3,
             samples_per_task=options.samples,
             scheduler_interval_s=1.0,
+            # Short leases: a runner killed in an earlier run of the demo on the same
+            # data directory holds its slots for a minute, not the default ten.
+            lease_seconds=60,
             registrations_per_week=max(10, len(VOLUNTEERS)),
             quota_evaluations=0,
         )
