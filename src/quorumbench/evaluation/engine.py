@@ -115,12 +115,20 @@ def evaluate(
     backend: ModelBackend,
     config: EvalConfig,
     progress: Progress = no_progress,
+    samples: Sequence[Sample] | None = None,
 ) -> RunResult:
-    """Run ``config.n`` samples of ``benchmark`` through ``backend`` and score them."""
+    """Run ``config.n`` samples of ``benchmark`` through ``backend`` and score them.
+
+    ``samples`` are the ones :func:`select_samples` gives for ``config`` when the
+    caller has them already (the runner checks them against its task first).
+    """
     if config.batch_size < 1:
         raise ConfigError("--batch-size must be at least 1")
     style = resolve_style(config, backend)
-    samples = select_samples(benchmark, config.n, config.seed)
+    if samples is None:
+        samples = select_samples(benchmark, config.n, config.seed)
+    elif len(samples) != config.n:
+        raise ConfigError(f"{len(samples)} samples given for a run of {config.n}")
     requests = [benchmark.request(s, style) for s in samples]
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()

@@ -135,6 +135,8 @@ class ServerClient:
         self.base_url = base_url.rstrip("/")
         self.runner = runner
         self._max_attempts = max(1, max_attempts)
+        self._pull_key: str | None = None
+        """The key of a pull whose outcome is unknown (it failed with no answer)."""
         self._wait = wait_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
         self._sleep = sleep
         self._http = httpx.Client(
@@ -215,9 +217,20 @@ class ServerClient:
     def pull(self) -> Lease | None:
         """Lease one task, or None when the server has no work for this runner."""
         # One key for this pull and all its retries: the server answers a repeated key
-        # with the lease it already made, so a lost response never strands a slot.
-        content = json.dumps({"runner": self.runner, "pull_key": uuid.uuid4().hex}).encode()
-        response = self._request("POST", "/v0/leases", content=content)
+        # with the lease it already made, so a lost response never strands a slot. A
+        # pull that got no answer at all keeps its key for the next call, which may
+        # be answered with the lease the server made for it.
+        key = self._pull_key or uuid.uuid4().hex
+        self._pull_key = key
+        content = json.dumps({"runner": self.runner, "pull_key": key}).encode()
+        try:
+            response = self._request("POST", "/v0/leases", content=content)
+        except ServerUnavailableError:
+            raise
+        except BaseException:
+            self._pull_key = None  # a definite answer (4xx): the next pull is a new one
+            raise
+        self._pull_key = None
         if response.status_code == 204:
             return None
         body = response.json()

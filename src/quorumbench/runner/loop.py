@@ -41,7 +41,7 @@ from quorumbench.errors import (
     ServerUnavailableError,
 )
 from quorumbench.evaluation.backend import ModelBackend
-from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext
+from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext, Sample
 from quorumbench.evaluation.engine import EvalConfig, evaluate, select_samples
 from quorumbench.evaluation.results import RunResult
 from quorumbench.runner.client import Lease, ServerClient
@@ -107,6 +107,8 @@ class Prepared:
     benchmark: Benchmark
     config: EvalConfig
     model_ref: str
+    samples: tuple[Sample, ...]
+    """The task's samples, derived and checked against its sample ids."""
 
 
 class TaskEvaluator:
@@ -179,18 +181,21 @@ class TaskEvaluator:
                 f"{name} prompt options differ: the task has {spec['config']}, this runner "
                 f"{dict(bench.config)}"
             )
-        ids = [s.id for s in select_samples(bench, n, seed)]
-        if ids != wanted:
+        samples = select_samples(bench, n, seed)
+        if [s.id for s in samples] != wanted:
             raise DataError(
                 f"the task's sample ids differ from the ones this runner derives for {name} "
                 f"v{version} (seed, n={n}): refusing to evaluate other samples"
             )
-        return Prepared(bench, EvalConfig(n=n, seed=seed, batch_size=self.batch_size), ref)
+        config = EvalConfig(n=n, seed=seed, batch_size=self.batch_size)
+        return Prepared(bench, config, ref, tuple(samples))
 
     def run(
         self, prepared: Prepared, backend: ModelBackend, progress: Callable[[int], None]
     ) -> RunResult:
-        return evaluate(prepared.benchmark, backend, prepared.config, progress)
+        return evaluate(
+            prepared.benchmark, backend, prepared.config, progress, samples=prepared.samples
+        )
 
     def close(self) -> None:
         for ref in list(self._backends):

@@ -76,6 +76,26 @@ def test_pull_sends_the_token_and_runner_and_parses_the_lease():
     assert len(body["pull_key"]) == 32
 
 
+def test_a_pull_that_got_no_answer_keeps_its_key_for_the_next_pull():
+    keys: list[str] = []
+    answers: list[object] = [httpx.ConnectError("reset")] * 2 + [httpx.Response(204)] * 2
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        keys.append(json.loads(request.content)["pull_key"])
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, httpx.Response)
+        return answer
+
+    client = make_client(handler, attempts=2)
+    with pytest.raises(ServerUnavailableError):
+        client.pull()  # the server may have made a lease; its answer was lost
+    assert client.pull() is None  # asked again under the same key
+    assert client.pull() is None  # that pull was answered: a new key
+    assert keys[0] == keys[1] == keys[2] != keys[3]
+
+
 def test_a_retried_pull_resends_its_key_and_the_next_pull_sends_a_new_one():
     keys: list[str] = []
     answers = [httpx.ReadTimeout("lost"), httpx.Response(503), httpx.Response(204)]
