@@ -10,7 +10,8 @@ from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
 
 
-def get_context(request: Request) -> ServerContext:
+async def get_context(request: Request) -> ServerContext:
+    # async: an attribute read needs no trip through the worker threads
     ctx: ServerContext = request.app.state.context
     return ctx
 

@@ -3,14 +3,20 @@
 SQLite runs in WAL mode with a busy timeout; write transactions start with
 ``BEGIN IMMEDIATE`` so two writers never deadlock on a lock upgrade, and reads use
 a separate engine with ordinary deferred transactions so they do not queue behind
-writers. PostgreSQL uses one pooled engine for both.
+writers. Writers of one process also take a process-wide lock first: they queue in
+order instead of polling SQLite's busy handler, which sleeps up to 100 ms between
+tries and made the slowest writes wait seconds under load (another process's
+writers still meet the busy timeout). PostgreSQL uses one pooled engine for both,
+with a pool as large as the server's worker threads so no request opens a new
+connection.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +27,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from quorumbench.errors import ConfigError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+POOL_SIZE = 40
+"""Connections kept per engine: the API's worker threads (anyio's default, 40)."""
 
 
 def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
@@ -30,8 +38,8 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
-        pool_size=8,
-        max_overflow=16,
+        pool_size=POOL_SIZE if not immediate else 8,
+        max_overflow=8,
     )
 
     @event.listens_for(engine, "connect")
@@ -58,6 +66,8 @@ class Database:
     url: str
     write_engine: Engine
     read_engine: Engine
+    write_lock: AbstractContextManager[object] = field(default_factory=nullcontext)
+    """Taken around every write transaction (a real lock on SQLite)."""
 
     @property
     def dialect(self) -> str:
@@ -66,7 +76,11 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """A session in one write transaction, committed on success."""
-        with Session(self.write_engine, expire_on_commit=False) as session, session.begin():
+        with (
+            self.write_lock,
+            Session(self.write_engine, expire_on_commit=False) as session,
+            session.begin(),
+        ):
             yield session
 
     @contextmanager
@@ -89,10 +103,17 @@ def connect(url: str) -> Database:
         raise ConfigError(f"invalid database URL {url!r}: {exc}") from exc
     if backend == "sqlite":
         return Database(
-            url, _sqlite_engine(url, immediate=True), _sqlite_engine(url, immediate=False)
+            url,
+            _sqlite_engine(url, immediate=True),
+            _sqlite_engine(url, immediate=False),
+            threading.Lock(),
         )
     if backend == "postgresql":
-        engine = create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+        # No pre-ping (a round trip per checkout): a connection the server dropped
+        # fails one request, and SQLAlchemy then invalidates the whole pool.
+        engine = create_engine(
+            url, pool_size=POOL_SIZE, max_overflow=10, pool_recycle=1800, pool_pre_ping=False
+        )
         return Database(url, engine, engine)
     raise ConfigError(f"unsupported database {backend!r}: use sqlite or postgresql")
 

@@ -22,10 +22,15 @@ from quorumbench.queue.base import Claim, Claimant
 
 
 def task_payload(session: Session, task: Task) -> dict[str, Any]:
-    """What a runner needs to evaluate ``task``."""
-    model = session.get_one(Model, task.model_id)
-    benchmark = session.get_one(Benchmark, task.benchmark_id)
-    epoch = session.get_one(Epoch, task.epoch_id)
+    """What a runner needs to evaluate ``task`` (one query)."""
+    model, benchmark, epoch = session.execute(
+        select(Model, Benchmark, Epoch)
+        .select_from(Task)
+        .join(Model, Model.id == Task.model_id)
+        .join(Benchmark, Benchmark.id == Task.benchmark_id)
+        .join(Epoch, Epoch.id == Task.epoch_id)
+        .where(Task.id == task.id)
+    ).one()
     return {
         "id": task.id,
         "epoch": task.epoch_id,
@@ -82,15 +87,18 @@ class SqlTaskQueue:
             )
 
     def claim(self, claimant: Claimant, now: datetime, key: str | None = None) -> Claim | None:
-        if (prior := self.replay(claimant, key)) is not None:
-            return prior
+        # A repeated key is rare (a retry after a lost answer), so it is not looked up
+        # first: the unique (runner, key) constraint refuses a second lease, and an
+        # empty answer is checked against the key before it is given.
         try:
-            return self._claim(claimant, now, key)
+            claim = self._claim(claimant, now, key)
         except IntegrityError:
-            # A concurrent pull with the same key won the unique (runner, key) race.
             if (prior := self.replay(claimant, key)) is not None:
                 return prior
             raise
+        if claim is None:
+            return self.replay(claimant, key)
+        return claim
 
     def _claim(self, claimant: Claimant, now: datetime, key: str | None) -> Claim | None:
         postgres = self.db.dialect == "postgresql"

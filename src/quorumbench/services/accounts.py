@@ -117,11 +117,17 @@ def authenticate(ctx: ServerContext, token: str | None) -> Principal:
     if not token:
         raise AuthenticationError("missing API token (Authorization: Bearer qb_…)")
     now = ctx.now()
+    digest = token_hash(token)
+    cached = ctx.identities.get(("token", digest))
+    if cached is not None:
+        principal, expires_at = cached
+        if expires_at is None or expires_at > now:
+            return principal  # type: ignore[no-any-return]
     with ctx.db.read() as session:
         row = session.execute(
             select(ApiToken, Account)
             .join(Account, Account.id == ApiToken.account_id)
-            .where(ApiToken.token_hash == token_hash(token))
+            .where(ApiToken.token_hash == digest)
         ).first()
     if row is None:
         raise AuthenticationError("unknown API token")
@@ -133,7 +139,11 @@ def authenticate(ctx: ServerContext, token: str | None) -> Principal:
     if record.last_used_at is None or now - record.last_used_at > _TOUCH_EVERY:
         with ctx.db.write() as session:
             session.get_one(ApiToken, record.id).last_used_at = now
-    return Principal(account.id, account.name, account.is_admin, frozenset(record.scopes.split()))
+    principal = Principal(
+        account.id, account.name, account.is_admin, frozenset(record.scopes.split())
+    )
+    ctx.identities.put(("token", digest), (principal, record.expires_at))
+    return principal
 
 
 def revoke_token(ctx: ServerContext, prefix: str) -> None:
@@ -142,3 +152,4 @@ def revoke_token(ctx: ServerContext, prefix: str) -> None:
         if record is None:
             raise NotFoundError(f"no token starting with {prefix!r}")
         record.revoked_at = ctx.now()
+    ctx.identities.clear()

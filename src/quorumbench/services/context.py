@@ -2,20 +2,50 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from cachetools import TTLCache
 
 from quorumbench.db.engine import Database
 from quorumbench.evaluation.benchmark import Benchmark
 from quorumbench.queue.base import TaskQueue
 from quorumbench.settings import ServerSettings
 
+IDENTITY_TTL_S = 5.0
+"""How long a token's principal and a runner's id are remembered between requests.
+
+Revoking a token or suspending a runner through this process forgets them at once;
+another server replica notices within this many seconds.
+"""
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class IdentityCache:
+    """Thread-safe TTL memo of who is calling (saves a read or two per request)."""
+
+    def __init__(self, ttl_s: float = IDENTITY_TTL_S, maxsize: int = 100_000) -> None:
+        self._entries: TTLCache[Hashable, Any] = TTLCache(maxsize=maxsize, ttl=ttl_s)
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._entries[key] = value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
 
 
 @dataclass
@@ -30,6 +60,7 @@ class ServerContext:
     loaded_benchmarks: dict[str, Benchmark] = field(default_factory=dict)
     inspector: Callable[[str], Any] | None = None
     """Model inspection override (tests, offline demos); default: model_metadata."""
+    identities: IdentityCache = field(default_factory=IdentityCache)
 
     def now(self) -> datetime:
         return self.clock()

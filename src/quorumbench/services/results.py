@@ -233,15 +233,18 @@ def _update_reputation(
             .values(agreements=Runner.agreements + agree, outliers=Runner.outliers + out)
         )
         if out:
-            session.execute(
+            suspended = session.execute(
                 update(Runner)
                 .where(
                     Runner.id == runner_id,
                     Runner.outliers >= ctx.settings.outlier_limit,
                     Runner.outliers > Runner.agreements,
+                    Runner.suspended.is_(False),
                 )
                 .values(suspended=True)
             )
+            if suspended.rowcount:  # type: ignore[attr-defined]
+                ctx.identities.clear()  # it may no longer pull: forget its cached id
 
 
 def _update_leaderboard(ctx: ServerContext, session: Session, task: Task, verdict: Verdict) -> None:

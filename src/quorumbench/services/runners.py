@@ -18,10 +18,19 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOUCH_EVERY = timedelta(minutes=1)
 
 
-def runner_for(ctx: ServerContext, principal: Principal, name: str) -> Claimant:
-    """The runner ``name`` of this account, created on first use; refuses suspended ones."""
+def runner_for(
+    ctx: ServerContext, principal: Principal, name: str, *, allow_suspended: bool = False
+) -> Claimant:
+    """The runner ``name`` of this account, created on first use.
+
+    A suspended runner may not pull (PermissionDeniedError); with ``allow_suspended``
+    it may still finish what it holds: its results are stored, but not counted.
+    """
     if not _NAME.match(name):
         raise ConfigError(f"runner name {name!r}: 1–64 letters, digits, '_', '.', '-'")
+    cached = ctx.identities.get(("runner", principal.account_id, name))
+    if cached is not None:
+        return Claimant(principal.account_id, cached)
     now = ctx.now()
     with ctx.db.read() as session:
         known = session.scalars(
@@ -33,6 +42,7 @@ def runner_for(ctx: ServerContext, principal: Principal, name: str) -> Claimant:
         and known.last_seen_at is not None
         and now - known.last_seen_at < _TOUCH_EVERY
     ):
+        ctx.identities.put(("runner", principal.account_id, name), known.id)
         return Claimant(principal.account_id, known.id)
     for _ in range(2):  # a concurrent first use may win the insert; then read it back
         try:
@@ -57,12 +67,16 @@ def runner_for(ctx: ServerContext, principal: Principal, name: str) -> Claimant:
                     session.flush()
                 else:
                     runner.last_seen_at = now
+                if runner.suspended and allow_suspended:
+                    return Claimant(principal.account_id, runner.id)  # not remembered
                 if runner.suspended:
                     raise PermissionDeniedError(
                         f"runner {name!r} is suspended after {runner.outliers} results that "
                         "disagreed with consensus"
                     )
-                return Claimant(principal.account_id, runner.id)
+                claimant = Claimant(principal.account_id, runner.id)
+            ctx.identities.put(("runner", principal.account_id, name), runner.id)
+            return claimant
         except IntegrityError:
             continue
     raise ConfigError(f"could not register runner {name!r}")

@@ -276,3 +276,53 @@ def test_openapi_and_health(api):
     assert api.get("/v0/health").json()["status"] == "ok"
     spec = api.get("/openapi.json").json()
     assert "/v0/leases" in spec["paths"] and "/v0/leaderboard" in spec["paths"]
+
+
+def test_revoking_a_cached_token_takes_effect_at_once(api, people, ctx):
+    from datetime import timedelta
+
+    from quorumbench.services.accounts import issue_token, revoke_token
+
+    short = issue_token(ctx, "r1", expires_in=timedelta(minutes=5)).token
+    assert pull(api, {"r1": short}, "r1").status_code == 204  # now remembered
+    ctx.clock.advance(301)  # past its expiry: the remembered principal is not used
+    assert_problem(pull(api, {"r1": short}, "r1"), 401, "unauthenticated", "expired")
+
+    assert pull(api, people, "r2").status_code == 204
+    revoke_token(ctx, people["r2"][:10])
+    assert_problem(pull(api, people, "r2"), 401, "unauthenticated", "revoked")
+
+
+def test_an_outlier_runner_is_suspended_at_once_and_its_late_results_do_not_count(
+    make_ctx, tmp_path
+):
+    from quorumbench.services.accounts import create_account, issue_token
+
+    ctx = make_ctx(outlier_limit=1)
+    ctx.inspector = lambda ref: fake_metadata(ref)
+    create_account(ctx, "owner")
+    people = {n: issue_token(ctx, n).token for n in ("owner",)}
+    for name in ("r1", "r2", "r3", "r4", "r5"):
+        create_account(ctx, name)
+        people[name] = issue_token(ctx, name).token
+    with TestClient(create_app(ctx.settings, context=ctx, run_scheduler=False)) as api:
+        register(api, people, hub_ref(1))
+        register(api, people, hub_ref(2))
+        first = {who: pull(api, people, who).json() for who in ("r1", "r2", "r3")}
+        second = pull(api, people, "r3").json()  # r3 holds a lease of the other task too
+        assert first["r3"]["task"]["id"] != second["task"]["id"]
+        submit(api, people, "r1", first["r1"], 1.0)
+        submit(api, people, "r2", first["r2"], 1.0)
+        assert submit(api, people, "r3", first["r3"], 0.0).json()["task_status"] == "DISPUTED"
+        extra = {who: pull(api, people, who).json() for who in ("r4", "r5")}
+        assert {lease["task"]["id"] for lease in extra.values()} == {first["r1"]["task"]["id"]}
+        submit(api, people, "r4", extra["r4"], 1.0)
+        assert submit(api, people, "r5", extra["r5"], 1.0).json()["task_status"] == "DONE"
+
+        # r3 disagreed with consensus once (the limit here): suspended, and its cached
+        # identity is forgotten, so the very next pull is refused.
+        assert_problem(pull(api, people, "r3"), 403, "forbidden", "suspended")
+        late = submit(api, people, "r3", second, 1.0)
+        assert late.status_code == 201, late.text
+        task = api.get(f"/v0/tasks/{second['task']['id']}").json()
+        assert task["n_results"] == 1 and task["final"] is False  # stored, not counted

@@ -22,8 +22,12 @@ from quorumbench.services.runners import runner_for
 router = APIRouter(prefix="/v0/leases", tags=["leases"])
 
 
-def _claimant(ctx: ServerContext, principal: Principal, runner: str) -> Claimant:
-    return runner_for(ctx, principal, runner)
+def _claimant(
+    ctx: ServerContext, principal: Principal, runner: str, *, pulling: bool = False
+) -> Claimant:
+    # A suspended runner may not pull, but may heartbeat, release and submit what it
+    # holds: its results are kept for the record and not counted.
+    return runner_for(ctx, principal, runner, allow_suspended=not pulling)
 
 
 @router.post(
@@ -39,7 +43,8 @@ def pull(body: LeaseIn, ctx: Context, principal: CurrentPrincipal) -> LeaseOut |
     repeated key returns the lease the first request made (never a second slot).
     """
     principal.require("task:pull")
-    claim = ctx.queue.claim(_claimant(ctx, principal, body.runner), ctx.now(), body.pull_key)
+    claimant = _claimant(ctx, principal, body.runner, pulling=True)
+    claim = ctx.queue.claim(claimant, ctx.now(), body.pull_key)
     if claim is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return LeaseOut(
