@@ -59,7 +59,7 @@ def serve(
         f"QuorumBench server on http://{host}:{port} (API /v0, docs /docs); "
         f"database {settings.sqlalchemy_url.split('@')[-1]}, queue {settings.queue.backend}"
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws="none")
 
 
 def db_upgrade(database_url: str | None, data_dir: Path | None, console: Console) -> None:
