@@ -12,11 +12,9 @@ them when ``QB_REQUIRE_ALL=1`` (as in CI); the same approach as
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -25,39 +23,12 @@ from sqlalchemy.engine import make_url
 
 from quorumbench.db.engine import Database, connect
 
-REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
-POSTGRES_URL = os.environ.get(
-    "QB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
+from ..pg import execute, throwaway_database, url_for
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
-
-
-def _unavailable(reason: str) -> None:
-    if REQUIRE_ALL:
-        pytest.fail(f"QB_REQUIRE_ALL=1 but {reason}")
-    pytest.skip(reason)
-
-
-def _url_for(database: str, driver: str = "postgresql+psycopg") -> str:
-    url = make_url(POSTGRES_URL).set(drivername=driver, database=database)
-    return url.render_as_string(hide_password=False)
-
-
-def _admin() -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        _url_for(make_url(POSTGRES_URL).database or "postgres", "postgresql"),
-        autocommit=True,
-        connect_timeout=3,
-    )
-
-
-def _execute(database: str, statement: pgsql.Composable) -> None:
-    with psycopg.connect(_url_for(database, "postgresql"), autocommit=True) as conn:
-        conn.execute(statement)
 
 
 @pytest.fixture(scope="session")
@@ -66,20 +37,8 @@ def pg_database() -> Iterator[str]:
 
     Skips (or fails under ``QB_REQUIRE_ALL=1``) when PostgreSQL is unreachable.
     """
-    try:
-        _admin().close()
-    except psycopg.OperationalError as exc:
-        _unavailable(f"PostgreSQL is unreachable at {make_url(POSTGRES_URL)!r}: {exc}")
-    name = f"qb_migrations_{secrets.token_hex(4)}"
-    with _admin() as conn:
-        conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)))
-    try:
+    with throwaway_database("qb_migrations") as name:
         yield name
-    finally:
-        with _admin() as conn:
-            conn.execute(
-                pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name))
-            )
 
 
 @pytest.fixture
@@ -90,15 +49,15 @@ def pg_empty_url(pg_database: str) -> Iterator[str]:
     migrations, ``alembic_version`` and reflection all work in the current schema.
     """
     schema = f"qb_{secrets.token_hex(6)}"
-    _execute(pg_database, pgsql.SQL("CREATE SCHEMA {}").format(pgsql.Identifier(schema)))
-    url = make_url(_url_for(pg_database)).update_query_dict({"options": f"-csearch_path={schema}"})
+    execute(pg_database, pgsql.SQL("CREATE SCHEMA {}").format(pgsql.Identifier(schema)))
+    url = make_url(url_for(pg_database)).update_query_dict({"options": f"-csearch_path={schema}"})
     with psycopg.connect(url.set(drivername="postgresql").render_as_string(False)) as conn:
         row = conn.execute("SELECT current_schema()").fetchone()
         assert row == (schema,), f"search_path not applied: {row}"
     try:
         yield url.render_as_string(hide_password=False)
     finally:
-        _execute(pg_database, pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(schema)))
+        execute(pg_database, pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(schema)))
 
 
 @pytest.fixture(params=BACKENDS)

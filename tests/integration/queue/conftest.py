@@ -26,7 +26,6 @@ import pytest
 import redis
 from psycopg import sql as pgsql
 from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
 
 from quorumbench.db.engine import Database, connect
 from quorumbench.db.migrate import upgrade
@@ -48,10 +47,8 @@ from quorumbench.services.context import ServerContext
 from quorumbench.services.results import ResultPayload, SubmitOutcome, submit_result
 from quorumbench.settings import QueueSettings, ServerSettings
 
-REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
-POSTGRES_URL = os.environ.get(
-    "QB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
+from ..pg import throwaway_database, unavailable, url_for
+
 REDIS_URL = os.environ.get("QB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 LEASE_SECONDS = 30
 QUORUM = 3
@@ -66,51 +63,16 @@ BACKENDS = [
 ]
 
 
-def _unavailable(reason: str) -> None:
-    if REQUIRE_ALL:
-        pytest.fail(f"QB_REQUIRE_ALL=1 but {reason}")
-    pytest.skip(reason)
-
-
-def _url_for(database: str, driver: str = "postgresql+psycopg") -> str:
-    url = make_url(POSTGRES_URL).set(drivername=driver, database=database)
-    return url.render_as_string(hide_password=False)
-
-
-def _admin() -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        _url_for(make_url(POSTGRES_URL).database or "postgres", "postgresql"),
-        autocommit=True,
-        connect_timeout=3,
-    )
-
-
-def _drop(name: str) -> None:
-    with _admin() as conn:
-        conn.execute(
-            pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name))
-        )
-
-
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:
     """A migrated database of this test session, dropped at its end."""
-    try:
-        _admin().close()
-    except psycopg.OperationalError as exc:
-        _unavailable(f"PostgreSQL is unreachable at {make_url(POSTGRES_URL)!r}: {exc}")
-    name = f"qb_queue_{secrets.token_hex(4)}"
-    with _admin() as conn:
-        conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)))
-    try:
-        db = connect(_url_for(name))
+    with throwaway_database("qb_queue") as name:
+        db = connect(url_for(name))
         try:
             upgrade(db)
         finally:
             db.dispose()
         yield name
-    finally:
-        _drop(name)
 
 
 @pytest.fixture
@@ -119,10 +81,10 @@ def pg_url(pg_database: str) -> str:
     tables = pgsql.SQL(", ").join(
         pgsql.Identifier(table.name) for table in reversed(Base.metadata.sorted_tables)
     )
-    with psycopg.connect(_url_for(pg_database, "postgresql"), autocommit=True) as conn:
+    with psycopg.connect(url_for(pg_database, "postgresql"), autocommit=True) as conn:
         conn.execute("SET lock_timeout = '10s'")
         conn.execute(pgsql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(tables))
-    return _url_for(pg_database)
+    return url_for(pg_database)
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +93,7 @@ def redis_url() -> str:
     try:
         client.ping()
     except redis.RedisError as exc:
-        _unavailable(f"Redis is unreachable at {REDIS_URL}: {exc}")
+        unavailable(f"Redis is unreachable at {REDIS_URL}: {exc}")
     finally:
         client.close()
     return REDIS_URL

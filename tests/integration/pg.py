@@ -1,0 +1,71 @@
+"""Throwaway PostgreSQL databases for the integration tests.
+
+``QB_TEST_POSTGRES_URL`` names any database on the server (default: the local
+``postgres`` database); it is used only to create and drop the tests' own databases.
+An unreachable server skips the test, or fails it when ``QB_REQUIRE_ALL=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql as pgsql
+from sqlalchemy.engine import make_url
+
+REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
+POSTGRES_URL = os.environ.get(
+    "QB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def unavailable(reason: str) -> None:
+    """Skip, or fail under ``QB_REQUIRE_ALL=1``."""
+    if REQUIRE_ALL:
+        pytest.fail(f"QB_REQUIRE_ALL=1 but {reason}")
+    pytest.skip(reason)
+
+
+def url_for(database: str, driver: str = "postgresql+psycopg") -> str:
+    """The URL of ``database`` on the test server (SQLAlchemy or, with "postgresql", libpq)."""
+    url = make_url(POSTGRES_URL).set(drivername=driver, database=database)
+    return url.render_as_string(hide_password=False)
+
+
+def admin() -> psycopg.Connection[Any]:
+    """An autocommit connection to the server's admin database."""
+    return psycopg.connect(
+        url_for(make_url(POSTGRES_URL).database or "postgres", "postgresql"),
+        autocommit=True,
+        connect_timeout=3,
+    )
+
+
+def execute(database: str, statement: pgsql.Composable | str) -> None:
+    """Run one statement in ``database`` (autocommit)."""
+    with psycopg.connect(url_for(database, "postgresql"), autocommit=True) as conn:
+        conn.execute(statement)
+
+
+@contextmanager
+def throwaway_database(prefix: str) -> Iterator[str]:
+    """A new empty database named ``<prefix>_<random>``, dropped on exit; yields its name."""
+    try:
+        admin().close()
+    except psycopg.OperationalError as exc:
+        unavailable(f"PostgreSQL is unreachable at {make_url(POSTGRES_URL)!r}: {exc}")
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    with admin() as conn:
+        conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)))
+    try:
+        yield name
+    finally:
+        with admin() as conn:
+            conn.execute(
+                pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name))
+            )
