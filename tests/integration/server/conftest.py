@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -14,10 +13,6 @@ from quorumbench.services.context import ServerContext
 from quorumbench.services.model_metadata import ModelMetadata
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
-
-PG_ADMIN = os.environ.get(
-    "QB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 
 
 class FakeClock:
