@@ -10,14 +10,19 @@ O(1) instead of a recomputation over history:
 * the 95% interval is ``mean ± 1.96·se``, clipped to [0, 1].
 
 The aggregate over benchmarks is the weighted mean of per-benchmark scores, with
-``se = sqrt(Σ w²·se²) / Σ w`` (benchmarks treated as independent).
+``se = sqrt(Σ w²·se²) / Σ w`` (benchmarks treated as independent). A model's
+aggregate (:func:`model_aggregate`) is ranked only when it is *complete*: measured on
+every active benchmark. :func:`aggregate_basis` names the active benchmarks and
+weights an aggregate was computed with, so a stored one can be found out of date.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 Z95 = 1.959963984540054
 
@@ -76,6 +81,63 @@ def weighted_aggregate(parts: Sequence[tuple[float, Interval]]) -> Interval:
     mean = math.fsum(w * i.score for w, i in parts) / total
     stderr = math.sqrt(math.fsum((w * i.stderr) ** 2 for w, i in parts)) / total
     return Interval(mean, stderr, max(0.0, mean - Z95 * stderr), min(1.0, mean + Z95 * stderr))
+
+
+@dataclass(frozen=True)
+class BenchmarkPart:
+    """A model's row on one active benchmark, as its aggregate sees it."""
+
+    weight: float
+    interval: Interval
+    n_samples: int
+    n_tasks: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class ModelAggregate:
+    """A model's aggregate over the active benchmarks it was measured on."""
+
+    interval: Interval
+    n_samples: int
+    n_tasks: int
+    n_benchmarks: int
+    updated_at: datetime
+    complete: bool
+    """Measured on every active benchmark (and with positive total weight): ranked."""
+
+
+NO_INTERVAL = Interval(0.0, 0.0, 0.0, 0.0)
+
+
+def model_aggregate(parts: Sequence[BenchmarkPart], n_active: int) -> ModelAggregate:
+    """The aggregate of one model's rows on active benchmarks (``n_active`` of them).
+
+    Sums of samples and tasks and the latest update cover every part; the interval is
+    :func:`weighted_aggregate` of the parts, or zeros when their weights sum to zero
+    (such an aggregate is not complete, so it is never ranked).
+    """
+    if not parts:
+        raise ValueError("an aggregate needs at least one benchmark row")
+    weighted = math.fsum(p.weight for p in parts) > 0
+    return ModelAggregate(
+        weighted_aggregate([(p.weight, p.interval) for p in parts]) if weighted else NO_INTERVAL,
+        sum(p.n_samples for p in parts),
+        sum(p.n_tasks for p in parts),
+        len(parts),
+        max(p.updated_at for p in parts),
+        weighted and len(parts) == n_active,
+    )
+
+
+def aggregate_basis(weights: Mapping[int, float]) -> str:
+    """A digest of the active benchmarks' ids and weights (64 hex characters).
+
+    Two sets of weights get the same basis exactly when they are equal, whatever the
+    order they are given in.
+    """
+    text = ";".join(f"{bench_id}:{float(w).hex()}" for bench_id, w in sorted(weights.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def overlapping(intervals: Sequence[tuple[float, float, float]]) -> list[bool]:

@@ -99,7 +99,10 @@ class Model(Base):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime]
 
-    __table_args__ = (Index("ix_models_owner_created", "owner_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_models_owner_created", "owner_id", "created_at"),
+        Index("ix_models_name", "name", "id"),  # the leaderboard sorted by model
+    )
 
 
 class Benchmark(Base):
@@ -231,7 +234,13 @@ class ConsensusOutcome(Base):
 
 class LeaderboardEntry(Base):
     __tablename__ = "leaderboard_entries"
-    __table_args__ = (Index("ix_leaderboard_benchmark_score", "benchmark_id", "score"),)
+    __table_args__ = (
+        Index("ix_leaderboard_benchmark_score", "benchmark_id", "score"),
+        # one index per sort key, so every ordering of a benchmark's board pages by index
+        Index("ix_leaderboard_benchmark_ci_low", "benchmark_id", "ci_low", "model_id"),
+        Index("ix_leaderboard_benchmark_n_samples", "benchmark_id", "n_samples", "model_id"),
+        Index("ix_leaderboard_benchmark_updated_at", "benchmark_id", "updated_at", "model_id"),
+    )
 
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), primary_key=True)
     benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"), primary_key=True)
@@ -245,3 +254,34 @@ class LeaderboardEntry(Base):
     ci_low: Mapped[float] = mapped_column(Float)
     ci_high: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[datetime]
+
+
+class LeaderboardAggregate(Base):
+    """A model's weighted aggregate over the active benchmarks, one row per model.
+
+    Kept current in the transaction that finalizes a task (services/leaderboard.py) and
+    rebuilt at startup when the active benchmarks or their weights change (``basis``,
+    see core/leaderboard.py). Only ``complete`` rows (measured on every active
+    benchmark) are ranked; each sort key pages through an index.
+    """
+
+    __tablename__ = "leaderboard_aggregates"
+    __table_args__ = (
+        Index("ix_leaderboard_aggregates_score", "complete", "score", "model_id"),
+        Index("ix_leaderboard_aggregates_ci_low", "complete", "ci_low", "model_id"),
+        Index("ix_leaderboard_aggregates_n_samples", "complete", "n_samples", "model_id"),
+        Index("ix_leaderboard_aggregates_updated_at", "complete", "updated_at", "model_id"),
+    )
+
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), primary_key=True)
+    n_benchmarks: Mapped[int] = mapped_column(Integer)
+    complete: Mapped[bool] = mapped_column(Boolean)
+    n_tasks: Mapped[int] = mapped_column(Integer)
+    n_samples: Mapped[int] = mapped_column(Integer)
+    score: Mapped[float] = mapped_column(Float)
+    stderr: Mapped[float] = mapped_column(Float)
+    ci_low: Mapped[float] = mapped_column(Float)
+    ci_high: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime]
+    basis: Mapped[str] = mapped_column(String(64))
+    """``aggregate_basis`` of the benchmark weights this row was computed with."""

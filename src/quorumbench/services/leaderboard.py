@@ -1,20 +1,56 @@
-"""Reading the leaderboard: per (model, benchmark) rows and the weighted aggregate."""
+"""The leaderboard: per (model, benchmark) rows and the weighted aggregate over benchmarks.
+
+Reads page in SQL, through an index for every sort key. The aggregate is not
+computed on read: ``leaderboard_aggregates`` holds one row per model, recomputed
+from that model's few per-benchmark rows in the transaction that finalizes one of
+its tasks (:func:`refresh_aggregate`), and rebuilt in full at startup when the
+active benchmarks or their weights differ from those the rows were computed with
+(:func:`sync_aggregates`).
+
+Locking on PostgreSQL: a finalization locks its per-benchmark row, then the model's
+aggregate row (always in that order, so finalizations of one model on two benchmarks
+serialize on the aggregate row and cannot deadlock), and only then reads the weights
+and the model's rows, so it sees every finalization committed before it. A rebuild
+locks the whole aggregate table against writers first.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from sqlalchemy import func, select
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    delete,
+    exists,
+    func,
+    insert,
+    select,
+    text,
+    true,
+    update,
+)
+from sqlalchemy import Row as SqlRow
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
 
-from quorumbench.core.leaderboard import Interval, weighted_aggregate
-from quorumbench.db.models import Benchmark, LeaderboardEntry, Model
+from quorumbench.core.leaderboard import (
+    BenchmarkPart,
+    Interval,
+    ModelAggregate,
+    aggregate_basis,
+    model_aggregate,
+)
+from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Model
 from quorumbench.errors import ConfigError
 from quorumbench.services.context import ServerContext
 
 SortKey = Literal["score", "ci_low", "n_samples", "updated_at", "model"]
 AGGREGATE = "aggregate"
+SORT_KEYS: tuple[SortKey, ...] = ("score", "ci_low", "n_samples", "updated_at", "model")
 
 
 @dataclass(frozen=True)
@@ -38,13 +74,7 @@ class Page:
     total: int
 
 
-_COLUMNS = {
-    "score": LeaderboardEntry.score,
-    "ci_low": LeaderboardEntry.ci_low,
-    "n_samples": LeaderboardEntry.n_samples,
-    "updated_at": LeaderboardEntry.updated_at,
-    "model": Model.name,
-}
+Board = type[LeaderboardEntry] | type[LeaderboardAggregate]
 
 
 def leaderboard(
@@ -59,112 +89,252 @@ def leaderboard(
     offset: int = 0,
 ) -> Page:
     """One benchmark's ranking, or the aggregate over benchmarks when ``benchmark`` is None."""
-    if sort not in _COLUMNS:
-        raise ConfigError(f"cannot sort by {sort!r}; use one of {', '.join(_COLUMNS)}")
-    if benchmark in (None, AGGREGATE):
-        return _aggregate(ctx, sort, descending, min_samples, model_query, limit, offset)
+    if sort not in SORT_KEYS:
+        raise ConfigError(f"cannot sort by {sort!r}; use one of {', '.join(SORT_KEYS)}")
     with ctx.db.read() as session:
-        bench = session.scalars(
-            select(Benchmark)
-            .where(Benchmark.name == benchmark, Benchmark.active)
-            .order_by(Benchmark.version.desc())
-        ).first()
-        if bench is None:
-            raise ConfigError(f"no active benchmark named {benchmark!r}")
-        query = (
-            select(LeaderboardEntry, Model.name, Model.ref)
-            .join(Model, Model.id == LeaderboardEntry.model_id)
-            .where(LeaderboardEntry.benchmark_id == bench.id)
-            .where(LeaderboardEntry.n_samples >= min_samples)
-        )
-        if model_query:
-            query = query.where(Model.name.contains(model_query))
-        total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-        column = _COLUMNS[sort]
-        query = query.order_by(
-            column.desc() if descending else column.asc(), LeaderboardEntry.model_id
-        )
-        rows = session.execute(query.limit(limit).offset(offset)).all()
+        if benchmark in (None, AGGREGATE):
+            board: Board = LeaderboardAggregate
+            name = AGGREGATE
+            where: list[ColumnElement[bool]] = [LeaderboardAggregate.complete == true()]
+        else:
+            bench = session.execute(
+                select(Benchmark.id, Benchmark.name)
+                .where(Benchmark.name == benchmark, Benchmark.active)
+                .order_by(Benchmark.version.desc())
+                .limit(1)
+            ).first()
+            if bench is None:
+                raise ConfigError(f"no active benchmark named {benchmark!r}")
+            board, name = LeaderboardEntry, bench.name
+            where = [LeaderboardEntry.benchmark_id == bench.id]
+        if min_samples > 0:  # (0 would add an always-true range term)
+            # ``+ 0`` keeps the planner on the sort key's index (SQLite's unary-plus
+            # idiom): most rows pass, and scanning the range then sorting is slower.
+            samples = board.n_samples if sort == "n_samples" else board.n_samples + 0
+            where.append(samples >= min_samples)
+        named = [Model.name.contains(model_query)] if model_query else []
+        counted = select(func.count()).select_from(board)
+        if named:  # the count needs the models only to filter by name
+            counted = counted.join(Model, Model.id == board.model_id)
+        total = session.scalar(counted.where(*where, *named)) or 0
+        rows = session.execute(_ranked(board, where, named, sort, descending, limit, offset))
         return Page(
             [
                 Row(
                     offset + i + 1,
-                    e.model_id,
+                    r.model_id,
+                    r.name,
                     name,
-                    bench.name,
-                    e.score,
-                    e.stderr,
-                    e.ci_low,
-                    e.ci_high,
-                    e.n_samples,
-                    e.n_tasks,
-                    e.updated_at,
+                    r.score,
+                    r.stderr,
+                    r.ci_low,
+                    r.ci_high,
+                    r.n_samples,
+                    r.n_tasks,
+                    r.updated_at,
                 )
-                for i, (e, name, _ref) in enumerate(rows)
+                for i, r in enumerate(rows)
             ],
             total,
         )
 
 
-def _aggregate(
-    ctx: ServerContext,
+def _ranked(
+    board: Board,
+    where: list[ColumnElement[bool]],
+    named: list[ColumnElement[bool]],
     sort: SortKey,
     descending: bool,
-    min_samples: int,
-    model_query: str | None,
     limit: int,
     offset: int,
-) -> Page:
-    with ctx.db.read() as session:
-        weights = {
-            b.id: b.weight for b in session.scalars(select(Benchmark).where(Benchmark.active))
-        }
-        query = (
-            select(LeaderboardEntry, Model.name)
-            .join(Model, Model.id == LeaderboardEntry.model_id)
-            .where(LeaderboardEntry.benchmark_id.in_(weights))
+) -> Select[*tuple[Any, ...]]:
+    """One page of ``board`` rows in order (ties by model id), with the models' names.
+
+    The page is cut along one index before anything else is joined: the sort key's
+    index on ``board`` (joined to the models only for a name filter), or, sorting by
+    name, the models' name index with a lookup of each model's ``board`` row.
+    """
+
+    def order(key: Any, model_id: Any) -> tuple[Any, Any]:
+        return (key.desc() if descending else key.asc(), model_id)
+
+    columns = [
+        board.model_id,
+        board.score,
+        board.stderr,
+        board.ci_low,
+        board.ci_high,
+        board.n_samples,
+        board.n_tasks,
+        board.updated_at,
+    ]
+    if sort == "model":
+        models = (
+            select(Model.id, Model.name)
+            .where(exists().where(board.model_id == Model.id, *where), *named)
+            .order_by(*order(Model.name, Model.id))
+            .limit(limit)
+            .offset(offset)
+            .subquery()
         )
-        if model_query:
-            query = query.where(Model.name.contains(model_query))
-        by_model: dict[int, list[tuple[LeaderboardEntry, str]]] = {}
-        for entry, name in session.execute(query):
-            by_model.setdefault(entry.model_id, []).append((entry, name))
-    rows = []
-    for model_id, parts in by_model.items():
-        if len(parts) < len(weights):
-            continue  # only models measured on every active benchmark are ranked overall
-        agg = weighted_aggregate(
-            [
-                (weights[e.benchmark_id], Interval(e.score, e.stderr, e.ci_low, e.ci_high))
-                for e, _ in parts
-            ]
+        return (
+            select(*columns, models.c.name)
+            .join(models, models.c.id == board.model_id)
+            .where(*where)
+            .order_by(*order(models.c.name, models.c.id))
         )
-        n_samples = sum(e.n_samples for e, _ in parts)
-        if n_samples < min_samples:
-            continue
-        rows.append(
-            Row(
-                0,
-                model_id,
-                parts[0][1],
-                AGGREGATE,
-                agg.score,
-                agg.stderr,
-                agg.ci_low,
-                agg.ci_high,
-                n_samples,
-                sum(e.n_tasks for e, _ in parts),
-                max(e.updated_at for e, _ in parts),
+    key = getattr(board, sort)
+    if named:
+        return (
+            select(*columns, Model.name)
+            .join(Model, Model.id == board.model_id)
+            .where(*where, *named)
+            .order_by(*order(key, board.model_id))
+            .limit(limit)
+            .offset(offset)
+        )
+    page = (
+        select(*columns)
+        .where(*where)
+        .order_by(*order(key, board.model_id))
+        .limit(limit)
+        .offset(offset)
+        .subquery()
+    )
+    return (
+        select(page, Model.name)
+        .join(Model, Model.id == page.c.model_id)
+        .order_by(*order(page.c[sort], page.c.model_id))
+    )
+
+
+# --- keeping the aggregate current ---------------------------------------------------
+
+
+def refresh_aggregate(ctx: ServerContext, session: Session, model_id: int) -> None:
+    """Recompute one model's aggregate row from its per-benchmark rows.
+
+    Called in the finalizing transaction right after a per-benchmark row changed (and
+    locked it). Makes sure the aggregate row exists, locks it, then reads the weights
+    and the model's rows on the active benchmarks (a handful); a model with none has
+    no aggregate row.
+    """
+    postgres = ctx.db.dialect == "postgresql"
+    upsert = pg_insert if postgres else sqlite_insert
+    session.execute(
+        upsert(LeaderboardAggregate)
+        .values(
+            model_id=model_id,
+            n_benchmarks=0,
+            complete=False,
+            n_tasks=0,
+            n_samples=0,
+            score=0.0,
+            stderr=0.0,
+            ci_low=0.0,
+            ci_high=0.0,
+            updated_at=ctx.now(),
+            basis="",
+        )
+        .on_conflict_do_nothing()
+    )
+    lock = select(LeaderboardAggregate.model_id).where(LeaderboardAggregate.model_id == model_id)
+    session.execute(lock.with_for_update() if postgres else lock)
+    weights = _active_weights(session)
+    rows = session.execute(_entries(weights).where(LeaderboardEntry.model_id == model_id)).all()
+    key = LeaderboardAggregate.model_id == model_id
+    if not rows:
+        session.execute(delete(LeaderboardAggregate).where(key))
+        return
+    aggregate = model_aggregate([_part(weights, r) for r in rows], len(weights))
+    values = _values(aggregate, aggregate_basis(weights))
+    session.execute(update(LeaderboardAggregate).where(key).values(**values))
+
+
+def sync_aggregates(ctx: ServerContext, session: Session) -> bool:
+    """Rebuild every aggregate row if any is out of date; whether it did.
+
+    Out of date: a row computed with other benchmarks or weights than the active ones
+    now, or a model with rows on active benchmarks but no aggregate (rows loaded
+    behind the server's back, a migration run offline).
+    """
+    weights = _active_weights(session)
+    basis = aggregate_basis(weights)
+    stale = session.scalar(select(exists().where(LeaderboardAggregate.basis != basis)))
+    missing = session.scalar(
+        select(
+            exists().where(
+                LeaderboardEntry.benchmark_id.in_(weights),
+                ~exists().where(LeaderboardAggregate.model_id == LeaderboardEntry.model_id),
             )
         )
-    key = {
-        "score": lambda r: r.score,
-        "ci_low": lambda r: r.ci_low,
-        "n_samples": lambda r: r.n_samples,
-        "updated_at": lambda r: r.updated_at.timestamp(),
-        "model": lambda r: r.model,
-    }[sort]
-    rows.sort(key=lambda r: r.model_id)
-    rows.sort(key=key, reverse=descending)
-    page = rows[offset : offset + limit]
-    return Page([replace(r, rank=offset + i + 1) for i, r in enumerate(page)], len(rows))
+    )
+    if not (stale or missing):
+        return False
+    rebuild_aggregates(ctx, session)
+    return True
+
+
+def rebuild_aggregates(ctx: ServerContext, session: Session) -> int:
+    """Recompute every aggregate row from the per-benchmark rows; how many there are."""
+    if ctx.db.dialect == "postgresql":
+        # Writers (finalizations) wait until this commits, then read the new weights;
+        # readers carry on with the old rows.
+        session.execute(text("LOCK TABLE leaderboard_aggregates IN EXCLUSIVE MODE"))
+    weights = _active_weights(session)
+    basis = aggregate_basis(weights)
+    by_model: dict[int, list[BenchmarkPart]] = {}
+    for row in session.execute(_entries(weights)):
+        by_model.setdefault(row.model_id, []).append(_part(weights, row))
+    rows = [
+        {"model_id": model_id, **_values(model_aggregate(parts, len(weights)), basis)}
+        for model_id, parts in sorted(by_model.items())
+    ]
+    session.execute(delete(LeaderboardAggregate))
+    if rows:
+        session.execute(insert(LeaderboardAggregate), rows)
+    return len(rows)
+
+
+def _active_weights(session: Session) -> dict[int, float]:
+    query = select(Benchmark.id, Benchmark.weight).where(Benchmark.active)
+    return {bench_id: weight for bench_id, weight in session.execute(query)}
+
+
+def _entries(weights: dict[int, float]) -> Select[*tuple[Any, ...]]:
+    return select(
+        LeaderboardEntry.model_id,
+        LeaderboardEntry.benchmark_id,
+        LeaderboardEntry.score,
+        LeaderboardEntry.stderr,
+        LeaderboardEntry.ci_low,
+        LeaderboardEntry.ci_high,
+        LeaderboardEntry.n_samples,
+        LeaderboardEntry.n_tasks,
+        LeaderboardEntry.updated_at,
+    ).where(LeaderboardEntry.benchmark_id.in_(weights))
+
+
+def _part(weights: dict[int, float], row: SqlRow[Any]) -> BenchmarkPart:
+    return BenchmarkPart(
+        weights[row.benchmark_id],
+        Interval(row.score, row.stderr, row.ci_low, row.ci_high),
+        row.n_samples,
+        row.n_tasks,
+        row.updated_at,
+    )
+
+
+def _values(aggregate: ModelAggregate, basis: str) -> dict[str, Any]:
+    return {
+        "n_benchmarks": aggregate.n_benchmarks,
+        "complete": aggregate.complete,
+        "n_tasks": aggregate.n_tasks,
+        "n_samples": aggregate.n_samples,
+        "score": aggregate.interval.score,
+        "stderr": aggregate.interval.stderr,
+        "ci_low": aggregate.interval.ci_low,
+        "ci_high": aggregate.interval.ci_high,
+        "updated_at": aggregate.updated_at,
+        "basis": basis,
+    }

@@ -37,6 +37,7 @@ from quorumbench.errors import (
 )
 from quorumbench.queue.base import Claimant
 from quorumbench.services.context import ServerContext
+from quorumbench.services.leaderboard import refresh_aggregate
 
 
 class ResultPayload(BaseModel):
@@ -308,3 +309,6 @@ def _update_leaderboard(ctx: ServerContext, session: Session, task: Task, verdic
         .values(**values)
     )
     session.flush()
+    # Then the model's aggregate over benchmarks, in this transaction: it locks the
+    # aggregate row after the per-benchmark row above (the one lock order everywhere).
+    refresh_aggregate(ctx, session, task.model_id)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from sqlalchemy import func, select
 
-from quorumbench.db.models import Epoch, Task
+from quorumbench.db.models import Benchmark, Epoch, Task
 from quorumbench.services.accounts import Principal, create_account
 from quorumbench.services.models import register_model
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch, tick
@@ -81,3 +82,15 @@ def test_every_epoch_gets_its_own_tasks_and_seed(ctx, clock):
     with ctx.db.read() as session:
         ids = {tuple(t.sample_ids) for t in session.scalars(select(Task))}
     assert len(ids) == 2  # same samples for every model within an epoch, new ones next epoch
+
+
+def test_a_custom_benchmark_configured_by_its_spec_path_is_scheduled(make_ctx):
+    spec = Path(__file__).resolve().parents[2] / "fixtures" / "custom" / "sums.yaml"
+    ctx = make_ctx(benchmarks=["arith", str(spec)])
+    _models(ctx, 2)
+    assert tick(ctx).created == 4  # 2 models x (arith, small-sums)
+    with ctx.db.read() as session:
+        names = session.scalars(
+            select(Benchmark.name).join(Task, Task.benchmark_id == Benchmark.id).distinct()
+        ).all()
+    assert sorted(names) == ["arith", "small-sums"]

@@ -1,11 +1,17 @@
 import math
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from quorumbench.core.leaderboard import (
+    NO_INTERVAL,
+    Z95,
     Accumulator,
+    BenchmarkPart,
     Interval,
+    aggregate_basis,
     interval,
+    model_aggregate,
     overlapping,
     weighted_aggregate,
 )
@@ -46,3 +52,66 @@ def test_weighted_aggregate():
 def test_overlap_flags():
     rows = [(0.9, 0.85, 0.95), (0.5, 0.4, 0.6), (0.55, 0.5, 0.65), (0.1, 0.0, 0.2)]
     assert overlapping(rows) == [False, True, True, False]
+
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def part(weight, score, stderr, n_samples=4, n_tasks=1, minutes=0):
+    low, high = max(0.0, score - Z95 * stderr), min(1.0, score + Z95 * stderr)
+    return BenchmarkPart(
+        weight,
+        Interval(score, stderr, low, high),
+        n_samples,
+        n_tasks,
+        T0 + timedelta(minutes=minutes),
+    )
+
+
+def test_model_aggregate_of_every_active_benchmark_is_complete():
+    parts = [part(1.0, 0.8, 0.1, 8, 2, minutes=5), part(3.0, 0.4, 0.2, 4, 1, minutes=1)]
+    agg = model_aggregate(parts, n_active=2)
+    assert agg.interval == weighted_aggregate([(1.0, parts[0].interval), (3.0, parts[1].interval)])
+    assert (agg.n_samples, agg.n_tasks, agg.n_benchmarks) == (12, 3, 2)
+    assert agg.updated_at == T0 + timedelta(minutes=5)
+    assert agg.complete
+
+
+def test_model_aggregate_does_not_depend_on_the_order_of_parts():
+    parts = [part(1.0, 0.1, 0.01), part(2.0, 0.7, 0.03), part(0.5, 0.33, 0.02)]
+    assert model_aggregate(parts, 3) == model_aggregate(parts[::-1], 3)
+
+
+@pytest.mark.parametrize(
+    ("weights", "n_active", "complete"),
+    [
+        ((1.0,), 2, False),  # measured on one of two active benchmarks
+        ((1.0, 1.0), 2, True),
+        ((0.0, 0.0), 2, False),  # no weight: not ranked
+    ],
+)
+def test_model_aggregate_completeness(weights, n_active, complete):
+    agg = model_aggregate([part(w, 0.5, 0.1) for w in weights], n_active)
+    assert agg.complete is complete
+    assert agg.n_benchmarks == len(weights)
+
+
+def test_model_aggregate_without_weight_has_a_zero_interval():
+    agg = model_aggregate([part(0.0, 0.9, 0.1)], 1)
+    assert agg.interval == NO_INTERVAL and agg.n_samples == 4
+
+
+def test_model_aggregate_needs_a_part():
+    with pytest.raises(ValueError):
+        model_aggregate([], 1)
+
+
+def test_aggregate_basis_names_the_weights():
+    basis = aggregate_basis({1: 1.0, 2: 1.0})
+    assert len(basis) == 64 and int(basis, 16) >= 0
+    assert aggregate_basis({2: 1.0, 1: 1.0}) == basis  # order does not matter
+    assert aggregate_basis({2: 1, 1: 1}) == basis  # nor int vs float
+    assert aggregate_basis({1: 1.0}) != basis
+    assert aggregate_basis({1: 1.0, 3: 1.0}) != basis
+    assert aggregate_basis({1: 1.0, 2: 2.0}) != basis
+    assert aggregate_basis({}) != aggregate_basis({1: 1.0})
