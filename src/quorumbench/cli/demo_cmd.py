@@ -70,7 +70,7 @@ class RunnerProcess:
 def run_demo(options: DemoOptions, console: Console) -> None:
     """Run the demo; see the module docstring."""
     from quorumbench.api.app import create_app
-    from quorumbench.settings import ServerSettings
+    from quorumbench.settings import QueueSettings, ServerSettings
 
     with ExitStack() as stack:
         data_dir = options.data_dir
@@ -80,6 +80,9 @@ def run_demo(options: DemoOptions, console: Console) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         settings = ServerSettings(
             data_dir=data_dir,
+            # the embedded defaults whatever QB_DATABASE_URL / QB_QUEUE__* say
+            database_url=None,
+            queue=QueueSettings(),
             benchmarks=options.benchmarks,
             quorum=3,
             samples_per_task=options.samples,
