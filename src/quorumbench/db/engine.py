@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -88,6 +89,12 @@ class Database:
         """A session for reads; closing it ends its transaction, loaded objects stay usable."""
         with Session(self.read_engine, expire_on_commit=False) as session:
             yield session
+
+    def insert(self, entity: Any) -> Any:
+        """This dialect's INSERT, which has ``on_conflict_do_nothing`` / ``_do_update``."""
+        if self.dialect == "postgresql":
+            return postgresql.insert(entity)
+        return sqlite.insert(entity)
 
     def dispose(self) -> None:
         self.write_engine.dispose()

@@ -33,8 +33,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import Row as SqlRow
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from quorumbench.core.leaderboard import (
@@ -220,9 +218,8 @@ def refresh_aggregate(ctx: ServerContext, session: Session, model_id: int) -> No
     no aggregate row.
     """
     postgres = ctx.db.dialect == "postgresql"
-    upsert = pg_insert if postgres else sqlite_insert
     session.execute(
-        upsert(LeaderboardAggregate)
+        ctx.db.insert(LeaderboardAggregate)
         .values(
             model_id=model_id,
             n_benchmarks=0,

@@ -14,8 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from quorumbench.core.canonical import canonical_json, sha256_hex
@@ -254,9 +252,8 @@ def _update_leaderboard(ctx: ServerContext, session: Session, task: Task, verdic
     key = {"model_id": task.model_id, "benchmark_id": task.benchmark_id}
     # Make sure the row exists (a no-op when it does), then lock it: two tasks of one
     # (model, benchmark) finalizing at once serialize here instead of racing an INSERT.
-    insert = pg_insert if ctx.db.dialect == "postgresql" else sqlite_insert
     session.execute(
-        insert(LeaderboardEntry)
+        ctx.db.insert(LeaderboardEntry)
         .values(
             **key,
             n_tasks=0,

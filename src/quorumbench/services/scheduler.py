@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from quorumbench.core.canonical import sha256_hex
@@ -32,14 +30,6 @@ def epoch_index(ctx: ServerContext, when: datetime) -> int:
     return int(when.timestamp()) // ctx.settings.epoch_seconds
 
 
-def _insert(session: Session):  # type: ignore[no-untyped-def]
-    return (
-        pg_insert
-        if session.bind is not None and session.bind.dialect.name == "postgresql"
-        else sqlite_insert
-    )
-
-
 def ensure_epoch(ctx: ServerContext, when: datetime) -> Epoch:
     """The epoch containing ``when``, created (with a new secret seed) if needed."""
     index = epoch_index(ctx, when)
@@ -50,7 +40,7 @@ def ensure_epoch(ctx: ServerContext, when: datetime) -> Epoch:
             seed = secrets.token_hex(32)
             starts = datetime.fromtimestamp(index * seconds, UTC)
             statement = (
-                _insert(session)(Epoch)
+                ctx.db.insert(Epoch)
                 .values(
                     id=index,
                     starts_at=starts,
@@ -137,7 +127,7 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                     source.sample_ids(),
                 )
             session.execute(
-                _insert(session)(Task)
+                ctx.db.insert(Task)
                 .values(
                     model_id=pair.model_id,
                     benchmark_id=bench.id,
