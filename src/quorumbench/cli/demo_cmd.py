@@ -194,7 +194,7 @@ def _make_adapter(base_dir: Path, out: Path, console: Console) -> Path:
         with torch.no_grad():  # a gentle tweak: the model still answers, a little differently
             for name, parameter in model.named_parameters():
                 if "lora_B" in name:
-                    parameter.mul_(0.1)
+                    parameter.mul_(0.5)
         staging = Path(tempfile.mkdtemp(prefix="adapter-", dir=out.parent.parent))
         try:
             model.save_pretrained(staging)
