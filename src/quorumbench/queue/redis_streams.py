@@ -252,7 +252,8 @@ class RedisStreamTaskQueue:
 
     def claim(self, claimant: Claimant, now: datetime, key: str | None = None) -> Claim | None:
         """Lease a slot found through the stream, else through the SQL claim (once)."""
-        if (prior := self.sql.replay(claimant, key)) is not None:
+        prior, key = self.sql.replay(claimant, key, now)
+        if prior is not None:
             return prior
         consumer = f"{claimant.account_id}:{claimant.runner_id}"
         not_mine: set[str] = set()  # tasks this account may not take

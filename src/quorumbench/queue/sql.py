@@ -71,20 +71,30 @@ class SqlTaskQueue:
             .order_by(Task.priority, Task.id)
         )
 
-    def replay(self, claimant: Claimant, key: str | None) -> Claim | None:
-        """The claim an earlier pull with this idempotency key made, if any."""
+    def replay(
+        self, claimant: Claimant, key: str | None, now: datetime
+    ) -> tuple[Claim | None, str | None]:
+        """What an earlier pull with this idempotency key left.
+
+        Returns ``(claim, None)`` when its lease is still active (give it again),
+        ``(None, None)`` when the key was used but its lease has ended (a new lease is
+        made without the key), and ``(None, key)`` when the key is unused.
+        """
         if not key:
-            return None
+            return None, None
         with self.db.read() as session:
             lease = session.scalars(
                 select(Lease).where(Lease.runner_id == claimant.runner_id, Lease.pull_key == key)
             ).first()
             if lease is None:
-                return None
+                return None, key
+            if lease.state != "ACTIVE" or lease.expires_at <= now:
+                return None, None
             task = session.get_one(Task, lease.task_id)
-            return Claim(
+            claim = Claim(
                 lease.id, lease.attempt, task.id, lease.expires_at, task_payload(session, task)
             )
+            return claim, None
 
     def claim(self, claimant: Claimant, now: datetime, key: str | None = None) -> Claim | None:
         # A repeated key is rare (a retry after a lost answer), so it is not looked up
@@ -93,11 +103,14 @@ class SqlTaskQueue:
         try:
             claim = self._claim(claimant, now, key)
         except IntegrityError:
-            if (prior := self.replay(claimant, key)) is not None:
+            prior, unused = self.replay(claimant, key, now)
+            if prior is not None:
                 return prior
-            raise
+            if unused is not None:
+                raise  # not a repeated key: some other constraint
+            return self._claim(claimant, now, None)  # its lease has ended: a new one
         if claim is None:
-            return self.replay(claimant, key)
+            return self.replay(claimant, key, now)[0]
         return claim
 
     def _claim(self, claimant: Claimant, now: datetime, key: str | None) -> Claim | None:

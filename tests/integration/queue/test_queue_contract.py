@@ -76,6 +76,11 @@ def test_a_repeated_pull_key_returns_the_same_lease_and_strands_no_slot(world: W
     fresh = world.claim(runner, key="pull-0002")  # a new pull gets a new task
     assert fresh is not None and fresh.task_id != first.task_id
     assert {first.task_id, fresh.task_id} == {first_id, second_id}
+    # A key whose lease has ended (a very late retry) gets a new lease, not the old one.
+    world.clock.advance(LEASE_SECONDS + 1)
+    world.queue.expire(world.clock.now)
+    late = world.claim(runner, key="pull-0001")
+    assert late is not None and late.lease_id not in (first.lease_id, fresh.lease_id)
     # Keys are per runner: another runner's identical key is a different pull.
     other = world.account()
     theirs = world.claim(other, key="pull-0001")
