@@ -18,11 +18,12 @@ weights an aggregate was computed with, so a stored one can be found out of date
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+from quorumbench.core.canonical import sha256_hex
 
 Z95 = 1.959963984540054
 
@@ -137,7 +138,7 @@ def aggregate_basis(weights: Mapping[int, float]) -> str:
     order they are given in.
     """
     text = ";".join(f"{bench_id}:{float(w).hex()}" for bench_id, w in sorted(weights.items()))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256_hex(text)
 
 
 def overlapping(intervals: Sequence[tuple[float, float, float]]) -> list[bool]:

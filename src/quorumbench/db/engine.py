@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -95,6 +95,22 @@ class Database:
         if self.dialect == "postgresql":
             return postgresql.insert(entity)
         return sqlite.insert(entity)
+
+    def locked_row(
+        self, session: Session, entity: Any, key: dict[str, Any], defaults: dict[str, Any]
+    ) -> Any:
+        """The row of ``entity`` at primary ``key``, made from ``defaults`` if missing, locked.
+
+        Inserting first (a no-op when the row exists) makes concurrent first writers
+        meet on one row instead of racing an INSERT; the row is then read afresh and,
+        on PostgreSQL, locked ``FOR UPDATE`` (a SQLite write transaction holds the
+        whole database already).
+        """
+        session.execute(self.insert(entity).values(**key, **defaults).on_conflict_do_nothing())
+        query = select(entity).filter_by(**key).execution_options(populate_existing=True)
+        if self.dialect == "postgresql":
+            query = query.with_for_update()
+        return session.scalars(query).one()
 
     def dispose(self) -> None:
         self.write_engine.dispose()

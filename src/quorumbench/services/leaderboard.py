@@ -217,26 +217,23 @@ def refresh_aggregate(ctx: ServerContext, session: Session, model_id: int) -> No
     and the model's rows on the active benchmarks (a handful); a model with none has
     no aggregate row.
     """
-    postgres = ctx.db.dialect == "postgresql"
-    session.execute(
-        ctx.db.insert(LeaderboardAggregate)
-        .values(
-            model_id=model_id,
-            n_benchmarks=0,
-            complete=False,
-            n_tasks=0,
-            n_samples=0,
-            score=0.0,
-            stderr=0.0,
-            ci_low=0.0,
-            ci_high=0.0,
-            updated_at=ctx.now(),
-            basis="",
-        )
-        .on_conflict_do_nothing()
+    ctx.db.locked_row(
+        session,
+        LeaderboardAggregate,
+        {"model_id": model_id},
+        {
+            "n_benchmarks": 0,
+            "complete": False,
+            "n_tasks": 0,
+            "n_samples": 0,
+            "score": 0.0,
+            "stderr": 0.0,
+            "ci_low": 0.0,
+            "ci_high": 0.0,
+            "updated_at": ctx.now(),
+            "basis": "",
+        },
     )
-    lock = select(LeaderboardAggregate.model_id).where(LeaderboardAggregate.model_id == model_id)
-    session.execute(lock.with_for_update() if postgres else lock)
     weights = _active_weights(session)
     rows = session.execute(_entries(weights).where(LeaderboardEntry.model_id == model_id)).all()
     key = LeaderboardAggregate.model_id == model_id

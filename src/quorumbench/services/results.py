@@ -250,36 +250,20 @@ def _update_leaderboard(ctx: ServerContext, session: Session, task: Task, verdic
     assert verdict.score is not None
     samples = list(verdict.sample_consensus) or [verdict.score] * task.n_samples
     key = {"model_id": task.model_id, "benchmark_id": task.benchmark_id}
-    # Make sure the row exists (a no-op when it does), then lock it: two tasks of one
-    # (model, benchmark) finalizing at once serialize here instead of racing an INSERT.
-    session.execute(
-        ctx.db.insert(LeaderboardEntry)
-        .values(
-            **key,
-            n_tasks=0,
-            n_samples=0,
-            weighted_sum=0.0,
-            sample_sum=0.0,
-            sample_sumsq=0.0,
-            score=0.0,
-            stderr=0.0,
-            ci_low=0.0,
-            ci_high=0.0,
-            updated_at=ctx.now(),
-        )
-        .on_conflict_do_nothing()
-    )
-    query = (
-        select(LeaderboardEntry)
-        .where(
-            LeaderboardEntry.model_id == task.model_id,
-            LeaderboardEntry.benchmark_id == task.benchmark_id,
-        )
-        .execution_options(populate_existing=True)
-    )
-    if ctx.db.dialect == "postgresql":
-        query = query.with_for_update()
-    entry = session.scalars(query).one()
+    # Two tasks of one (model, benchmark) finalizing at once serialize on this row.
+    empty = {
+        "n_tasks": 0,
+        "n_samples": 0,
+        "weighted_sum": 0.0,
+        "sample_sum": 0.0,
+        "sample_sumsq": 0.0,
+        "score": 0.0,
+        "stderr": 0.0,
+        "ci_low": 0.0,
+        "ci_high": 0.0,
+        "updated_at": ctx.now(),
+    }
+    entry = ctx.db.locked_row(session, LeaderboardEntry, key, empty)
     before = Accumulator(
         entry.n_tasks, entry.n_samples, entry.weighted_sum, entry.sample_sum, entry.sample_sumsq
     )
