@@ -13,6 +13,7 @@ connection.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -20,12 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Connection, Engine, Table, bindparam, create_engine, event, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from quorumbench.errors import ConfigError
+
+Executor = Session | Connection
+"""Where statements run: an ORM session or, on hot paths, a plain connection."""
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 POOL_SIZE = 40
@@ -85,6 +89,18 @@ class Database:
             yield session
 
     @contextmanager
+    def write_connection(self) -> Iterator[Connection]:
+        """A plain connection in one write transaction (Core statements, no ORM)."""
+        with self.write_lock, self.write_engine.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def read_connection(self) -> Iterator[Connection]:
+        """A plain connection for reads."""
+        with self.read_engine.connect() as connection:
+            yield connection
+
+    @contextmanager
     def read(self) -> Iterator[Session]:
         """A session for reads; closing it ends its transaction, loaded objects stay usable."""
         with Session(self.read_engine, expire_on_commit=False) as session:
@@ -97,25 +113,32 @@ class Database:
         return sqlite.insert(entity)
 
     def locked_row(
-        self, session: Session, entity: Any, key: dict[str, Any], defaults: dict[str, Any]
+        self, session: Executor, entity: Any, key: dict[str, Any], defaults: dict[str, Any]
     ) -> Any:
         """The row of ``entity`` at primary ``key``, made from ``defaults`` if missing, locked.
 
         Inserting first (a no-op when the row exists) makes concurrent first writers
         meet on one row instead of racing an INSERT; the row is then read afresh and,
         on PostgreSQL, locked ``FOR UPDATE`` (a SQLite write transaction holds the
-        whole database already).
+        whole database already). Both statements are built once per table and key.
         """
-        session.execute(self.insert(entity).values(**key, **defaults).on_conflict_do_nothing())
-        query = select(entity).filter_by(**key).execution_options(populate_existing=True)
-        if self.dialect == "postgresql":
-            query = query.with_for_update()
-        return session.scalars(query).one()
+        make, read = _locked_row_statements(entity.__table__, tuple(key), self.dialect)
+        session.execute(make, {**defaults, **key})
+        return session.execute(read, {f"{name}_": value for name, value in key.items()}).one()
 
     def dispose(self) -> None:
         self.write_engine.dispose()
         if self.read_engine is not self.write_engine:
             self.read_engine.dispose()
+
+
+@functools.cache
+def _locked_row_statements(table: Table, key: tuple[str, ...], dialect: str) -> tuple[Any, Any]:
+    make = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    read = select(table).where(*(table.c[name] == bindparam(f"{name}_") for name in key))
+    if dialect == "postgresql":
+        read = read.with_for_update()
+    return make.on_conflict_do_nothing(), read
 
 
 def connect(url: str) -> Database:

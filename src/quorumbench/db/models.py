@@ -165,10 +165,22 @@ class Task(Base):
     finalized_at: Mapped[datetime | None]
 
 
+LIVE_LEASE = "state IN ('ACTIVE', 'SUBMITTED')"
+
+
 class Lease(Base):
     __tablename__ = "leases"
     __table_args__ = (
         Index("ix_leases_task_account", "task_id", "account_id"),
+        # One live lease per (task, account): see queue/sql.py.
+        Index(
+            "uq_leases_live_task_account",
+            "task_id",
+            "account_id",
+            unique=True,
+            postgresql_where=text(LIVE_LEASE),
+            sqlite_where=text(LIVE_LEASE),
+        ),
         UniqueConstraint("runner_id", "pull_key"),
         Index(
             "ix_leases_active_expiry",

@@ -5,7 +5,7 @@ through one consumer group (consumer ``<account id>:<runner id>``). Leases,
 fencing tokens and slot counts stay in the database: an entry is only a hint
 that a task *may* have a free slot. Claiming an entry locks the task row
 (``FOR UPDATE`` on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), re-checks that
-this account may take it and leases it with :meth:`SqlTaskQueue.lease_task`.
+this account may take it and leases it with :meth:`SqlTaskQueue.take`.
 
 What happens to an entry a runner reads:
 
@@ -56,6 +56,7 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 from redis.exceptions import RedisError, ResponseError
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from quorumbench.db.models import Lease, Task
 from quorumbench.errors import ConfigError, QueueUnavailableError
@@ -301,22 +302,24 @@ class RedisStreamTaskQueue:
         self, entry_id: str, task_id: int, claimant: Claimant, now: datetime, key: str | None
     ) -> Claim | _Skip:
         db = self.sql.db
-        with db.write() as session:
-            query = select(Task).where(Task.id == task_id)
-            if db.dialect == "postgresql":
-                query = query.with_for_update()
-            task = session.scalars(query).first()
-            if task is None or task.finalized_at is not None or task.open_slots <= 0:
-                # Dropped while the row is locked: a slot reopened later publishes anew.
-                self._finish(entry_id, str(task_id))
-                return _Skip.GONE
-            # A separate statement after the lock, so it sees leases committed meanwhile.
-            eligible = session.scalars(
-                self.sql._claimable(claimant).where(Task.id == task_id)
-            ).first()
-            if eligible is None:
-                return _Skip.INELIGIBLE
-            claim = self.sql.lease_task(session, task, claimant, now, key)
+        try:
+            with db.write_connection() as conn:
+                query = select(Task.finalized_at, Task.open_slots).where(Task.id == task_id)
+                if db.dialect == "postgresql":
+                    query = query.with_for_update()
+                task = conn.execute(query).first()
+                if task is None or task.finalized_at is not None or task.open_slots <= 0:
+                    # Dropped while the row is locked: a slot reopened later publishes anew.
+                    self._finish(entry_id, str(task_id))
+                    return _Skip.GONE
+                # A separate statement after the lock, so it sees leases committed since.
+                claim = self.sql.take(conn, claimant, now, key, task_id)
+                if claim is None:
+                    return _Skip.INELIGIBLE
+        except IntegrityError:
+            # This account's live lease on the task, committed after our snapshot
+            # (see queue/sql.py): rolled back, and not this account's task.
+            return _Skip.INELIGIBLE
         try:
             self._finish(entry_id, str(task_id))
         except RedisError:

@@ -1,52 +1,158 @@
 """The default queue: leases live in the database.
 
-PostgreSQL picks a claimable task with ``FOR UPDATE SKIP LOCKED`` so concurrent
-claims never wait on each other; SQLite serializes writers with ``BEGIN
-IMMEDIATE`` (see db/engine.py), which keeps each claim a short transaction. The
-claimable set is served by the partial index ``ix_tasks_claimable``.
+A claim is two statements in one short write transaction: an ``UPDATE … RETURNING``
+that takes a slot of the first claimable task (found through the partial index
+``ix_tasks_claimable``), and the ``INSERT`` of the lease. PostgreSQL picks the task
+with ``FOR UPDATE SKIP LOCKED`` so concurrent claims never wait on each other; SQLite
+serializes writers with ``BEGIN IMMEDIATE`` (see db/engine.py). Both statements are
+built once and run on a plain connection: this is the server's hottest path.
+
+One account holds at most one live (active or submitted) lease per task. The claim
+query skips tasks where it holds one, and the unique partial index
+``uq_leases_live_task_account`` makes it a guarantee: on PostgreSQL a lease that
+another runner of the same account committed after our snapshot can escape the
+query, and its INSERT then fails and the claim is retried on a fresh snapshot.
 """
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from cachetools import LRUCache
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    exists,
+    insert,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import aliased
 
 from quorumbench.db.engine import Database
 from quorumbench.db.models import Benchmark, Epoch, Lease, Model, Task
 from quorumbench.errors import LeaseExpiredError, NotFoundError
 from quorumbench.queue.base import Claim, Claimant
 
+LIVE_STATES = ("ACTIVE", "SUBMITTED")
+"""Lease states that hold a task slot for the account (see the unique index above)."""
 
-def task_payload(session: Session, task: Task) -> dict[str, Any]:
-    """What a runner needs to evaluate ``task`` (one query)."""
-    model, benchmark, epoch = session.execute(
-        select(Model, Benchmark, Epoch)
-        .select_from(Task)
-        .join(Model, Model.id == Task.model_id)
-        .join(Benchmark, Benchmark.id == Task.benchmark_id)
-        .join(Epoch, Epoch.id == Task.epoch_id)
-        .where(Task.id == task.id)
-    ).one()
-    return {
-        "id": task.id,
-        "epoch": task.epoch_id,
-        "round": task.round,
-        "model": {"id": model.id, "ref": model.ref},
-        "benchmark": {
-            "name": benchmark.name,
-            "version": benchmark.version,
-            "prompt_version": benchmark.prompt_version,
-            "dataset_sha256": benchmark.dataset_sha256,
-            "config": benchmark.config,
-        },
-        "n_samples": task.n_samples,
-        "seed": epoch.seed,
-        "sample_ids": task.sample_ids,
-    }
+CLAIM_TRIES = 3
+
+_ACCOUNT = bindparam("account_id", type_=Integer)
+
+
+def eligible(task: Any) -> list[ColumnElement[bool]]:
+    """Conditions for the account ``:account_id`` to take a slot of ``task`` (a Task alias)."""
+    return [
+        task.finalized_at.is_(None),
+        task.open_slots > 0,
+        task.model_id.not_in(select(Model.id).where(Model.owner_id == _ACCOUNT)),
+        ~exists().where(
+            Lease.task_id == task.id,
+            Lease.account_id == _ACCOUNT,
+            Lease.state.in_(LIVE_STATES),
+        ),
+    ]
+
+
+_TAKEN = (
+    Task.id,
+    Task.attempts,
+    Task.round,
+    Task.model_id,
+    Task.benchmark_id,
+    Task.epoch_id,
+    Task.n_samples,
+    Task.sample_ids,
+)
+
+
+def _take_slot(which: Any) -> Any:
+    """``UPDATE tasks`` taking one slot of the task ``which`` selects, if still eligible."""
+    return (
+        update(Task)
+        .where(Task.id == which, *eligible(Task))
+        .values(open_slots=Task.open_slots - 1, attempts=Task.attempts + 1)
+        .returning(*_TAKEN)
+    )
+
+
+def _first_claimable(postgres: bool) -> Any:
+    pick = aliased(Task, name="pick")
+    query: Select[Any] = (
+        select(pick.id).where(*eligible(pick)).order_by(pick.priority, pick.id).limit(1)
+    )
+    if postgres:
+        query = query.with_for_update(skip_locked=True)
+    return query.scalar_subquery()
+
+
+class TaskSources:
+    """What a runner needs to know about a task's model, benchmark and epoch.
+
+    These rows never change once written (a model's ref is pinned, a benchmark
+    version is immutable, an epoch's seed is drawn when it opens), so they are
+    remembered per process instead of joined into every claim.
+    """
+
+    def __init__(self, maxsize: int = 20_000) -> None:
+        self._cache: LRUCache[tuple[int, int, int], dict[str, Any]] = LRUCache(maxsize)
+        self._lock = threading.Lock()
+        self._query = (
+            select(
+                Model.id.label("model_id"),
+                Model.ref,
+                Benchmark.name,
+                Benchmark.version,
+                Benchmark.prompt_version,
+                Benchmark.dataset_sha256,
+                Benchmark.config,
+                Epoch.seed,
+            )
+            .select_from(Model)
+            .join(Benchmark, true())  # three rows, each picked by its id
+            .join(Epoch, true())
+        ).where(
+            Model.id == bindparam("model_id"),
+            Benchmark.id == bindparam("benchmark_id"),
+            Epoch.id == bindparam("epoch_id"),
+        )
+
+    def get(
+        self, conn: Connection, model_id: int, benchmark_id: int, epoch_id: int
+    ) -> dict[str, Any]:
+        key = (model_id, benchmark_id, epoch_id)
+        with self._lock:
+            known = self._cache.get(key)
+        if known is not None:
+            return known
+        row = conn.execute(
+            self._query,
+            {"model_id": model_id, "benchmark_id": benchmark_id, "epoch_id": epoch_id},
+        ).one()
+        found = {
+            "model": {"id": row.model_id, "ref": row.ref},
+            "benchmark": {
+                "name": row.name,
+                "version": row.version,
+                "prompt_version": row.prompt_version,
+                "dataset_sha256": row.dataset_sha256,
+                "config": row.config,
+            },
+            "seed": row.seed,
+        }
+        with self._lock:
+            self._cache[key] = found
+        return found
 
 
 class SqlTaskQueue:
@@ -55,21 +161,94 @@ class SqlTaskQueue:
     def __init__(self, db: Database, lease_seconds: int) -> None:
         self.db = db
         self.lease = timedelta(seconds=lease_seconds)
+        self.sources = TaskSources()
+        postgres = db.dialect == "postgresql"
+        self._take_first = _take_slot(_first_claimable(postgres))
+        self._take_this = _take_slot(bindparam("task_id", type_=Integer))
+        self._insert_lease = insert(Lease).returning(Lease.id)
+        lease_by_key = select(Lease.id, Lease.attempt, Lease.task_id, Lease.state, Lease.expires_at)
+        self._by_key = lease_by_key.where(
+            Lease.runner_id == bindparam("runner_id", type_=Integer),
+            Lease.pull_key == bindparam("pull_key", type_=String),
+        )
+        self._task_row = select(*_TAKEN).where(Task.id == bindparam("task_id", type_=Integer))
 
-    def _claimable(self, claimant: Claimant) -> Any:
-        owned = select(Model.id).where(Model.owner_id == claimant.account_id)
-        already = exists().where(
-            Lease.task_id == Task.id,
-            Lease.account_id == claimant.account_id,
-            Lease.state.in_(("ACTIVE", "SUBMITTED")),
-        )
-        return (
-            select(Task)
-            .where(Task.finalized_at.is_(None), Task.open_slots > 0)
-            .where(Task.model_id.not_in(owned))
-            .where(~already)
-            .order_by(Task.priority, Task.id)
-        )
+    # --- claiming ------------------------------------------------------------------
+
+    def claim(self, claimant: Claimant, now: datetime, key: str | None = None) -> Claim | None:
+        # A repeated key is rare (a retry after a lost answer), so it is not looked up
+        # first: the unique (runner, key) constraint refuses a second lease, and an
+        # empty answer is checked against the key before it is given.
+        for tries_left in reversed(range(CLAIM_TRIES)):
+            try:
+                with self.db.write_connection() as conn:
+                    claim = self.take(conn, claimant, now, key)
+            except IntegrityError:
+                prior, unused = self.replay(claimant, key, now)
+                if prior is not None:
+                    return prior
+                if unused is None:
+                    key = None  # the key's lease has ended: make a new one without it
+                elif not tries_left:
+                    raise
+                # else another runner of this account leased the same task after our
+                # snapshot (PostgreSQL): a fresh snapshot skips that task
+                continue
+            if claim is None:
+                return self.replay(claimant, key, now)[0]
+            return claim
+        return None
+
+    def take(
+        self,
+        conn: Connection,
+        claimant: Claimant,
+        now: datetime,
+        key: str | None,
+        task_id: int | None = None,
+    ) -> Claim | None:
+        """Lease a slot of the first claimable task, or of ``task_id`` if it is claimable.
+
+        Runs in the caller's write transaction; None when there is no such slot.
+        """
+        params: dict[str, Any] = {"account_id": claimant.account_id}
+        if task_id is None:
+            statement = self._take_first
+        else:
+            statement, params["task_id"] = self._take_this, task_id
+        taken = conn.execute(statement, params).first()
+        if taken is None:
+            return None
+        expires = now + self.lease
+        lease_id = conn.execute(
+            self._insert_lease,
+            {
+                "task_id": taken.id,
+                "runner_id": claimant.runner_id,
+                "account_id": claimant.account_id,
+                "attempt": taken.attempts,
+                "round": taken.round,
+                "state": "ACTIVE",
+                "leased_at": now,
+                "expires_at": expires,
+                "pull_key": key,
+            },
+        ).scalar_one()
+        return Claim(lease_id, taken.attempts, taken.id, expires, self._payload(conn, taken))
+
+    def _payload(self, conn: Connection, task: Any) -> dict[str, Any]:
+        """What a runner needs to evaluate ``task`` (a row with the ``_TAKEN`` columns)."""
+        sources = self.sources.get(conn, task.model_id, task.benchmark_id, task.epoch_id)
+        return {
+            "id": task.id,
+            "epoch": task.epoch_id,
+            "round": task.round,
+            "model": sources["model"],
+            "benchmark": sources["benchmark"],
+            "n_samples": task.n_samples,
+            "seed": sources["seed"],
+            "sample_ids": task.sample_ids,
+        }
 
     def replay(
         self, claimant: Claimant, key: str | None, now: datetime
@@ -82,111 +261,30 @@ class SqlTaskQueue:
         """
         if not key:
             return None, None
-        with self.db.read() as session:
-            lease = session.scalars(
-                select(Lease).where(Lease.runner_id == claimant.runner_id, Lease.pull_key == key)
+        with self.db.read_connection() as conn:
+            lease = conn.execute(
+                self._by_key, {"runner_id": claimant.runner_id, "pull_key": key}
             ).first()
             if lease is None:
                 return None, key
             if lease.state != "ACTIVE" or lease.expires_at <= now:
                 return None, None
-            task = session.get_one(Task, lease.task_id)
+            task = conn.execute(self._task_row, {"task_id": lease.task_id}).one()
             claim = Claim(
-                lease.id, lease.attempt, task.id, lease.expires_at, task_payload(session, task)
+                lease.id, lease.attempt, task.id, lease.expires_at, self._payload(conn, task)
             )
             return claim, None
 
-    def claim(self, claimant: Claimant, now: datetime, key: str | None = None) -> Claim | None:
-        # A repeated key is rare (a retry after a lost answer), so it is not looked up
-        # first: the unique (runner, key) constraint refuses a second lease, and an
-        # empty answer is checked against the key before it is given.
-        try:
-            claim = self._claim(claimant, now, key)
-        except IntegrityError:
-            prior, unused = self.replay(claimant, key, now)
-            if prior is not None:
-                return prior
-            if unused is not None:
-                raise  # not a repeated key: some other constraint
-            return self._claim(claimant, now, None)  # its lease has ended: a new one
-        if claim is None:
-            return self.replay(claimant, key, now)[0]
-        return claim
-
-    def _claim(self, claimant: Claimant, now: datetime, key: str | None) -> Claim | None:
-        postgres = self.db.dialect == "postgresql"
-        with self.db.write() as session:
-            passed: list[int] = []
-            while True:
-                query = self._claimable(claimant)
-                if passed:
-                    query = query.where(Task.id.not_in(passed))
-                query = query.limit(1)
-                if postgres:
-                    query = query.with_for_update(skip_locked=True, of=Task)
-                task = session.scalars(query).first()
-                if task is None:
-                    return None
-                if postgres and self._holds_slot(session, task.id, claimant):
-                    passed.append(task.id)
-                    continue
-                return self.lease_task(session, task, claimant, now, key)
-
-    def _holds_slot(self, session: Session, task_id: int, claimant: Claimant) -> bool:
-        """Whether this account holds a slot of the task, seen by a fresh statement.
-
-        On PostgreSQL a row that another runner of the same account leased and
-        committed after our snapshot is locked at its new version and its own WHERE
-        re-checked, but the NOT EXISTS on leases keeps the old snapshot: without this
-        second look, two runners of one account could lease two slots of one task.
-        """
-        return bool(
-            session.scalar(
-                select(
-                    exists().where(
-                        Lease.task_id == task_id,
-                        Lease.account_id == claimant.account_id,
-                        Lease.state.in_(("ACTIVE", "SUBMITTED")),
-                    )
-                )
-            )
-        )
-
-    def lease_task(
-        self,
-        session: Session,
-        task: Task,
-        claimant: Claimant,
-        now: datetime,
-        key: str | None = None,
-    ) -> Claim:
-        """Create the lease row for one slot of ``task`` (in the caller's transaction)."""
-        task.open_slots -= 1
-        task.attempts += 1
-        lease = Lease(
-            task_id=task.id,
-            runner_id=claimant.runner_id,
-            account_id=claimant.account_id,
-            attempt=task.attempts,
-            round=task.round,
-            state="ACTIVE",
-            leased_at=now,
-            expires_at=now + self.lease,
-            pull_key=key,
-        )
-        session.add(lease)
-        session.flush()
-        return Claim(
-            lease.id, lease.attempt, task.id, lease.expires_at, task_payload(session, task)
-        )
+    # --- heartbeat, release, expiry ------------------------------------------------
 
     def _active_lease(
-        self, session: Session, claimant: Claimant, lease_id: int, attempt: int, now: datetime
-    ) -> Lease:
-        query = select(Lease).where(Lease.id == lease_id)
+        self, conn: Connection, claimant: Claimant, lease_id: int, attempt: int, now: datetime
+    ) -> Any:
+        query = select(Lease.id, Lease.task_id, Lease.account_id, Lease.attempt, Lease.state)
+        query = query.add_columns(Lease.expires_at).where(Lease.id == lease_id)
         if self.db.dialect == "postgresql":
             query = query.with_for_update()
-        lease = session.scalars(query).first()
+        lease = conn.execute(query).first()
         if lease is None or lease.account_id != claimant.account_id:
             raise NotFoundError(f"no lease {lease_id} for this account")
         if lease.attempt != attempt:
@@ -199,24 +297,27 @@ class SqlTaskQueue:
         return lease
 
     def heartbeat(self, claimant: Claimant, lease_id: int, attempt: int, now: datetime) -> datetime:
-        with self.db.write() as session:
-            lease = self._active_lease(session, claimant, lease_id, attempt, now)
-            lease.expires_at = now + self.lease
-            return lease.expires_at
+        with self.db.write_connection() as conn:
+            self._active_lease(conn, claimant, lease_id, attempt, now)
+            expires = now + self.lease
+            conn.execute(update(Lease).where(Lease.id == lease_id).values(expires_at=expires))
+            return expires
 
     def release(self, claimant: Claimant, lease_id: int, attempt: int, now: datetime) -> None:
-        with self.db.write() as session:
-            lease = self._active_lease(session, claimant, lease_id, attempt, now)
-            lease.state, lease.ended_at = "RELEASED", now
-            session.execute(
+        with self.db.write_connection() as conn:
+            lease = self._active_lease(conn, claimant, lease_id, attempt, now)
+            conn.execute(
+                update(Lease).where(Lease.id == lease_id).values(state="RELEASED", ended_at=now)
+            )
+            conn.execute(
                 update(Task).where(Task.id == lease.task_id).values(open_slots=Task.open_slots + 1)
             )
         self.publish([lease.task_id])
 
     def expire(self, now: datetime) -> int:
-        with self.db.write() as session:
+        with self.db.write_connection() as conn:
             query = (
-                select(Lease)
+                select(Lease.id, Lease.task_id)
                 .where(Lease.state == "ACTIVE", Lease.expires_at <= now)
                 .order_by(Lease.task_id, Lease.id)  # one lock order for the task rows
             )
@@ -225,10 +326,12 @@ class SqlTaskQueue:
                 # skip it (the next tick sees its outcome) rather than overwrite that
                 # outcome with EXPIRED after it commits.
                 query = query.with_for_update(skip_locked=True)
-            overdue = session.scalars(query).all()
+            overdue = conn.execute(query).all()
             for lease in overdue:
-                lease.state, lease.ended_at = "EXPIRED", now
-                session.execute(
+                conn.execute(
+                    update(Lease).where(Lease.id == lease.id).values(state="EXPIRED", ended_at=now)
+                )
+                conn.execute(
                     update(Task)
                     .where(Task.id == lease.task_id)
                     .values(open_slots=Task.open_slots + 1)

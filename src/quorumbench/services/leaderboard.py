@@ -22,7 +22,9 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
+    Integer,
     Select,
+    bindparam,
     delete,
     exists,
     func,
@@ -32,7 +34,6 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy import Row as SqlRow
 from sqlalchemy.orm import Session
 
 from quorumbench.core.leaderboard import (
@@ -42,6 +43,7 @@ from quorumbench.core.leaderboard import (
     aggregate_basis,
     model_aggregate,
 )
+from quorumbench.db.engine import Executor
 from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Model
 from quorumbench.errors import ConfigError
 from quorumbench.services.context import ServerContext
@@ -209,7 +211,7 @@ def _ranked(
 # --- keeping the aggregate current ---------------------------------------------------
 
 
-def refresh_aggregate(ctx: ServerContext, session: Session, model_id: int) -> None:
+def refresh_aggregate(ctx: ServerContext, session: Executor, model_id: int) -> None:
     """Recompute one model's aggregate row from its per-benchmark rows.
 
     Called in the finalizing transaction right after a per-benchmark row changed (and
@@ -235,14 +237,14 @@ def refresh_aggregate(ctx: ServerContext, session: Session, model_id: int) -> No
         },
     )
     weights = _active_weights(session)
-    rows = session.execute(_entries(weights).where(LeaderboardEntry.model_id == model_id)).all()
-    key = LeaderboardAggregate.model_id == model_id
+    rows = session.execute(_MODEL_ENTRIES, {"ids": list(weights), "model_id_": model_id}).all()
     if not rows:
-        session.execute(delete(LeaderboardAggregate).where(key))
+        session.execute(_DROP_AGGREGATE, {"model_id_": model_id})
         return
     aggregate = model_aggregate([_part(weights, r) for r in rows], len(weights))
-    values = _values(aggregate, aggregate_basis(weights))
-    session.execute(update(LeaderboardAggregate).where(key).values(**values))
+    session.execute(
+        _SET_AGGREGATE, {"model_id_": model_id, **_values(aggregate, aggregate_basis(weights))}
+    )
 
 
 def sync_aggregates(ctx: ServerContext, session: Session) -> bool:
@@ -290,26 +292,40 @@ def rebuild_aggregates(ctx: ServerContext, session: Session) -> int:
     return len(rows)
 
 
-def _active_weights(session: Session) -> dict[int, float]:
-    query = select(Benchmark.id, Benchmark.weight).where(Benchmark.active)
-    return {bench_id: weight for bench_id, weight in session.execute(query)}
+_ACTIVE_WEIGHTS = select(Benchmark.id, Benchmark.weight).where(Benchmark.active)
+
+
+def _active_weights(session: Executor) -> dict[int, float]:
+    return {bench_id: weight for bench_id, weight in session.execute(_ACTIVE_WEIGHTS)}
+
+
+_ENTRY_COLUMNS = select(
+    LeaderboardEntry.model_id,
+    LeaderboardEntry.benchmark_id,
+    LeaderboardEntry.score,
+    LeaderboardEntry.stderr,
+    LeaderboardEntry.ci_low,
+    LeaderboardEntry.ci_high,
+    LeaderboardEntry.n_samples,
+    LeaderboardEntry.n_tasks,
+    LeaderboardEntry.updated_at,
+)
 
 
 def _entries(weights: dict[int, float]) -> Select[*tuple[Any, ...]]:
-    return select(
-        LeaderboardEntry.model_id,
-        LeaderboardEntry.benchmark_id,
-        LeaderboardEntry.score,
-        LeaderboardEntry.stderr,
-        LeaderboardEntry.ci_low,
-        LeaderboardEntry.ci_high,
-        LeaderboardEntry.n_samples,
-        LeaderboardEntry.n_tasks,
-        LeaderboardEntry.updated_at,
-    ).where(LeaderboardEntry.benchmark_id.in_(weights))
+    return _ENTRY_COLUMNS.where(LeaderboardEntry.benchmark_id.in_(weights))
 
 
-def _part(weights: dict[int, float], row: SqlRow[Any]) -> BenchmarkPart:
+_THIS_MODEL = bindparam("model_id_", type_=Integer)
+_MODEL_ENTRIES = _ENTRY_COLUMNS.where(
+    LeaderboardEntry.model_id == _THIS_MODEL,
+    LeaderboardEntry.benchmark_id.in_(bindparam("ids", expanding=True)),
+)
+_DROP_AGGREGATE = delete(LeaderboardAggregate).where(LeaderboardAggregate.model_id == _THIS_MODEL)
+_SET_AGGREGATE = update(LeaderboardAggregate).where(LeaderboardAggregate.model_id == _THIS_MODEL)
+
+
+def _part(weights: dict[int, float], row: Any) -> BenchmarkPart:
     return BenchmarkPart(
         weights[row.benchmark_id],
         Interval(row.score, row.stderr, row.ci_low, row.ci_high),

@@ -1,7 +1,8 @@
 """Accepting a runner's result and reaching consensus.
 
-``submit_result`` runs in one write transaction: check the lease (fencing), store
-the result, then compare all results of the task. A repeated submission of the same
+``submit_result`` runs in one write transaction on a plain connection (Core
+statements, built once: this is a hot path): check the lease (fencing), store the
+result, then compare all counted results of the task. A repeated submission of the same
 payload under the same lease returns the stored answer (idempotent); a different
 payload under a lease that already submitted is a conflict.
 """
@@ -9,12 +10,13 @@ payload under a lease that already submitted is a conflict.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Integer, bindparam, insert, select, update
 
 from quorumbench.core.canonical import canonical_json, sha256_hex
 from quorumbench.core.consensus import Verdict, Vote, quorum_verdict
@@ -67,10 +69,11 @@ class SubmitOutcome:
     duplicate: bool
 
 
-def _validate(payload: ResultPayload, task: Task) -> None:
+def _validate(payload: ResultPayload, task: Any) -> None:
+    """Check ``payload`` against its task (a row of ``_LEASE`` columns)."""
     problems = []
-    if payload.task_id != task.id:
-        problems.append(f"task_id {payload.task_id} is not this lease's task {task.id}")
+    if payload.task_id != task.task_id:
+        problems.append(f"task_id {payload.task_id} is not this lease's task {task.task_id}")
     if payload.n != task.n_samples:
         problems.append(f"n is {payload.n}, the task has {task.n_samples} samples")
     if payload.sample_ids != task.sample_ids:
@@ -85,84 +88,159 @@ def _validate(payload: ResultPayload, task: Task) -> None:
         raise InvalidSubmissionError("; ".join(problems))
 
 
+_LEASE = (
+    select(
+        Lease.id,
+        Lease.task_id,
+        Lease.runner_id,
+        Lease.account_id,
+        Lease.attempt,
+        Lease.round,
+        Lease.state,
+        Lease.expires_at,
+        Task.n_samples,
+        Task.sample_ids,
+        Task.status,
+        Task.round.label("task_round"),
+        Task.quorum,
+        Task.model_id,
+        Task.benchmark_id,
+        Task.finalized_at,
+        Runner.suspended,
+    )
+    .join(Task, Task.id == Lease.task_id)
+    .join(Runner, Runner.id == Lease.runner_id)
+    .where(Lease.id == bindparam("lease_id", type_=Integer))
+)
+"""A lease with what a submission needs of its task and runner (one statement)."""
+
+_LEASE_LOCKED = _LEASE.with_for_update(of=(Lease.__table__, Task.__table__))
+_INSERT_RESULT = insert(Result).returning(Result.id)
+_SUBMITTED = (
+    update(Lease)
+    .where(Lease.id == bindparam("lease_id", type_=Integer))
+    .values(state="SUBMITTED", ended_at=bindparam("now"))
+)
+_COUNTED = (
+    select(Result.id, Result.runner_id, Result.score, Result.sample_scores)
+    .where(Result.task_id == bindparam("task_id", type_=Integer), Result.counted)
+    .order_by(Result.id)
+)
+
+
 def submit_result(
     ctx: ServerContext, claimant: Claimant, lease_id: int, attempt: int, payload: ResultPayload
 ) -> SubmitOutcome:
     """Store a result under an active lease and update consensus; see module docstring."""
     now = ctx.now()
     digest = payload.digest()
-    republish: list[int] = []
-    with ctx.db.write() as session:
-        query = select(Lease).where(Lease.id == lease_id)
-        if ctx.db.dialect == "postgresql":
-            query = query.with_for_update()
-        lease = session.scalars(query).first()
+    with ctx.db.write_connection() as conn:
+        query = _LEASE_LOCKED if ctx.db.dialect == "postgresql" else _LEASE
+        lease = conn.execute(query, {"lease_id": lease_id}).first()
         if lease is None or lease.account_id != claimant.account_id:
             raise NotFoundError(f"no lease {lease_id} for this account")
         if lease.attempt != attempt:
             raise LeaseExpiredError(f"lease {lease_id} is attempt {lease.attempt}, not {attempt}")
         if lease.state == "SUBMITTED":
-            return _repeat(session, lease, digest)
+            return _repeat(conn, lease, digest)
         if lease.state != "ACTIVE" or lease.expires_at <= now:
             state = "expired" if lease.state == "ACTIVE" else lease.state.lower()
             raise LeaseExpiredError(f"lease {lease_id} is {state}; the result was not counted")
-        task_query = select(Task).where(Task.id == lease.task_id)
-        if ctx.db.dialect == "postgresql":
-            task_query = task_query.with_for_update()
-        task = session.scalars(task_query).one()
-        _validate(payload, task)
-        result = Result(
-            task_id=task.id,
-            lease_id=lease.id,
-            runner_id=lease.runner_id,
-            account_id=lease.account_id,
-            round=lease.round,
-            score=payload.score,
-            n=payload.n,
-            outputs_sha256=payload.outputs_sha256,
-            sample_scores=payload.sample_scores,
-            sample_output_hashes=payload.sample_output_hashes,
-            runtime_s=payload.runtime_s,
-            hardware=payload.hardware,
-            payload_sha256=digest,
-            counted=True,
-            outlier=False,
-            submitted_at=now,
-        )
-        session.add(result)
-        lease.state, lease.ended_at = "SUBMITTED", now
-        session.flush()
-        if task.finalized_at is None:
-            republish = _decide(ctx, session, task, result)
-        outcome = SubmitOutcome(result.id, task.id, task.status, task.round, False)
+        _validate(payload, lease)
+        open_task = lease.finalized_at is None
+        # A suspended runner's late result is kept for the record but not counted.
+        counted = not (lease.suspended and open_task)
+        result_id = conn.execute(
+            _INSERT_RESULT,
+            {
+                "task_id": lease.task_id,
+                "lease_id": lease.id,
+                "runner_id": lease.runner_id,
+                "account_id": lease.account_id,
+                "round": lease.round,
+                "score": payload.score,
+                "n": payload.n,
+                "outputs_sha256": payload.outputs_sha256,
+                "sample_scores": payload.sample_scores,
+                "sample_output_hashes": payload.sample_output_hashes,
+                "runtime_s": payload.runtime_s,
+                "hardware": payload.hardware,
+                "payload_sha256": digest,
+                "counted": counted,
+                "outlier": False,
+                "submitted_at": now,
+            },
+        ).scalar_one()
+        conn.execute(_SUBMITTED, {"lease_id": lease.id, "now": now})
+        state = _TaskState(lease.task_id, lease.status, lease.task_round, lease.quorum)
+        republish: list[int] = []
+        if not counted:
+            conn.execute(_REOPEN, {"task_id_": state.id})
+            republish = [state.id]
+        elif open_task:
+            republish = _decide(ctx, conn, lease, state)
     if republish:
         ctx.queue.publish(republish)
-    return outcome
+    return SubmitOutcome(result_id, state.id, state.status, state.round, False)
 
 
-def _repeat(session: Session, lease: Lease, digest: str) -> SubmitOutcome:
-    result = session.scalars(select(Result).where(Result.lease_id == lease.id)).one()
+@dataclass
+class _TaskState:
+    """The task's status and round as the submission leaves them."""
+
+    id: int
+    status: str
+    round: int
+    quorum: int
+
+
+_RESULT_OF_LEASE = select(Result.id, Result.payload_sha256).where(
+    Result.lease_id == bindparam("lease_id", type_=Integer)
+)
+_TASK = update(Task).where(Task.id == bindparam("task_id_", type_=Integer))
+"""Set the task's columns named in the parameters (``task_id_`` picks the task)."""
+_REOPEN = _TASK.values(open_slots=Task.open_slots + 1)
+_ENTRY = update(LeaderboardEntry).where(
+    LeaderboardEntry.model_id == bindparam("model_id_", type_=Integer),
+    LeaderboardEntry.benchmark_id == bindparam("benchmark_id_", type_=Integer),
+)
+_RECORD = insert(ConsensusOutcome)
+_OUTLIERS = (
+    update(Result).where(Result.id.in_(bindparam("ids", expanding=True))).values(outlier=True)
+)
+_TALLY = (
+    update(Runner)
+    .where(Runner.id == bindparam("runner_id_", type_=Integer))
+    .values(
+        agreements=Runner.agreements + bindparam("agree", type_=Integer),
+        outliers=Runner.outliers + bindparam("out", type_=Integer),
+    )
+)
+_SUSPEND = (
+    update(Runner)
+    .where(
+        Runner.id == bindparam("runner_id_", type_=Integer),
+        Runner.outliers >= bindparam("limit", type_=Integer),
+        Runner.outliers > Runner.agreements,
+        Runner.suspended.is_(False),
+    )
+    .values(suspended=True)
+)
+
+
+def _repeat(conn: Connection, lease: Any, digest: str) -> SubmitOutcome:
+    result = conn.execute(_RESULT_OF_LEASE, {"lease_id": lease.id}).one()
     if result.payload_sha256 != digest:
         raise ConflictError(
             f"lease {lease.id} already submitted a different result (id {result.id})"
         )
-    task = session.get_one(Task, lease.task_id)
-    return SubmitOutcome(result.id, task.id, task.status, task.round, True)
+    return SubmitOutcome(result.id, lease.task_id, lease.status, lease.task_round, True)
 
 
-def _decide(ctx: ServerContext, session: Session, task: Task, result: Result) -> list[int]:
-    """Apply the consensus rule after a new result; task ids to republish."""
+def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) -> list[int]:
+    """Apply the consensus rule after a new counted result; task ids to republish."""
     settings = ctx.settings
-    if session.get_one(Runner, result.runner_id).suspended:
-        # A suspended runner's late result is kept for the record but not counted.
-        result.counted = False
-        task.open_slots += 1
-        return [task.id]
-    counted = list(
-        session.scalars(
-            select(Result).where(Result.task_id == task.id, Result.counted).order_by(Result.id)
-        )
-    )
+    counted = conn.execute(_COUNTED, {"task_id": task.id}).all()
     votes = [Vote(r.id, r.score, tuple(float(x) for x in r.sample_scores)) for r in counted]
     verdict = quorum_verdict(
         votes,
@@ -172,41 +250,50 @@ def _decide(ctx: ServerContext, session: Session, task: Task, result: Result) ->
     )
     if verdict.status == "PENDING":
         return []
-    _record_outcome(ctx, session, task, verdict)
+    now = ctx.now()
+    _record_outcome(conn, task, verdict, now)
     if verdict.status == "DONE":
-        task.status, task.score, task.finalized_at = "DONE", verdict.score, ctx.now()
-        _update_reputation(ctx, session, counted, verdict)
-        _update_leaderboard(ctx, session, task, verdict)
+        task.status = "DONE"
+        conn.execute(
+            _TASK,
+            {"task_id_": task.id, "status": "DONE", "score": verdict.score, "finalized_at": now},
+        )
+        _update_reputation(ctx, conn, counted, verdict)
+        _update_leaderboard(ctx, conn, lease, verdict, now)
         return []
     task.status = "DISPUTED"
     if task.round >= settings.max_rounds:
-        task.finalized_at = ctx.now()
+        conn.execute(_TASK, {"task_id_": task.id, "status": "DISPUTED", "finalized_at": now})
         return []
     task.round += 1
     task.quorum += settings.quorum_step
-    task.open_slots += settings.quorum_step
+    conn.execute(
+        _TASK.values(open_slots=Task.open_slots + settings.quorum_step),
+        {"task_id_": task.id, "status": "DISPUTED", "round": task.round, "quorum": task.quorum},
+    )
     return [task.id]
 
 
-def _record_outcome(ctx: ServerContext, session: Session, task: Task, verdict: Verdict) -> None:
-    session.add(
-        ConsensusOutcome(
-            task_id=task.id,
-            round=task.round,
-            status=verdict.status,
-            score=verdict.score,
-            spread=verdict.spread,
-            agreeing=list(verdict.agreeing),
-            outliers=list(verdict.outliers),
-            sample_consensus=list(verdict.sample_consensus),
-            sample_agreement=list(verdict.sample_agreement),
-            decided_at=ctx.now(),
-        )
+def _record_outcome(conn: Connection, task: _TaskState, verdict: Verdict, now: datetime) -> None:
+    conn.execute(
+        _RECORD,
+        {
+            "task_id": task.id,
+            "round": task.round,
+            "status": verdict.status,
+            "score": verdict.score,
+            "spread": verdict.spread,
+            "agreeing": list(verdict.agreeing),
+            "outliers": list(verdict.outliers),
+            "sample_consensus": list(verdict.sample_consensus),
+            "sample_agreement": list(verdict.sample_agreement),
+            "decided_at": now,
+        },
     )
 
 
 def _update_reputation(
-    ctx: ServerContext, session: Session, counted: list[Result], verdict: Verdict
+    ctx: ServerContext, conn: Connection, counted: Sequence[Any], verdict: Verdict
 ) -> None:
     """Count agreements and outliers per runner with atomic increments.
 
@@ -215,38 +302,30 @@ def _update_reputation(
     SQL never loses a concurrent increment.
     """
     outliers = set(verdict.outliers)
+    if outliers:
+        conn.execute(_OUTLIERS, {"ids": sorted(outliers)})
     deltas: dict[int, tuple[int, int]] = {}
     for result in counted:
         agree, out = deltas.get(result.runner_id, (0, 0))
         if result.id in outliers:
-            result.outlier = True
             out += 1
         else:
             agree += 1
         deltas[result.runner_id] = (agree, out)
     for runner_id in sorted(deltas):
         agree, out = deltas[runner_id]
-        session.execute(
-            update(Runner)
-            .where(Runner.id == runner_id)
-            .values(agreements=Runner.agreements + agree, outliers=Runner.outliers + out)
-        )
+        conn.execute(_TALLY, {"runner_id_": runner_id, "agree": agree, "out": out})
         if out:
-            suspended = session.execute(
-                update(Runner)
-                .where(
-                    Runner.id == runner_id,
-                    Runner.outliers >= ctx.settings.outlier_limit,
-                    Runner.outliers > Runner.agreements,
-                    Runner.suspended.is_(False),
-                )
-                .values(suspended=True)
-            )
-            if suspended.rowcount:  # type: ignore[attr-defined]
+            limit = ctx.settings.outlier_limit
+            suspended = conn.execute(_SUSPEND, {"runner_id_": runner_id, "limit": limit})
+            if suspended.rowcount:
                 ctx.identities.clear()  # it may no longer pull: forget its cached id
 
 
-def _update_leaderboard(ctx: ServerContext, session: Session, task: Task, verdict: Verdict) -> None:
+def _update_leaderboard(
+    ctx: ServerContext, conn: Connection, task: Any, verdict: Verdict, now: datetime
+) -> None:
+    """Add a DONE task to its (model, benchmark) row, then the model's aggregate."""
     assert verdict.score is not None
     samples = list(verdict.sample_consensus) or [verdict.score] * task.n_samples
     key = {"model_id": task.model_id, "benchmark_id": task.benchmark_id}
@@ -261,9 +340,9 @@ def _update_leaderboard(ctx: ServerContext, session: Session, task: Task, verdic
         "stderr": 0.0,
         "ci_low": 0.0,
         "ci_high": 0.0,
-        "updated_at": ctx.now(),
+        "updated_at": now,
     }
-    entry = ctx.db.locked_row(session, LeaderboardEntry, key, empty)
+    entry = ctx.db.locked_row(conn, LeaderboardEntry, key, empty)
     before = Accumulator(
         entry.n_tasks, entry.n_samples, entry.weighted_sum, entry.sample_sum, entry.sample_sumsq
     )
@@ -279,17 +358,9 @@ def _update_leaderboard(ctx: ServerContext, session: Session, task: Task, verdic
         "stderr": stats.stderr,
         "ci_low": stats.ci_low,
         "ci_high": stats.ci_high,
-        "updated_at": ctx.now(),
+        "updated_at": now,
     }
-    session.execute(
-        update(LeaderboardEntry)
-        .where(
-            LeaderboardEntry.model_id == task.model_id,
-            LeaderboardEntry.benchmark_id == task.benchmark_id,
-        )
-        .values(**values)
-    )
-    session.flush()
+    conn.execute(_ENTRY, {"model_id_": task.model_id, "benchmark_id_": task.benchmark_id, **values})
     # Then the model's aggregate over benchmarks, in this transaction: it locks the
     # aggregate row after the per-benchmark row above (the one lock order everywhere).
-    refresh_aggregate(ctx, session, task.model_id)
+    refresh_aggregate(ctx, conn, task.model_id)
