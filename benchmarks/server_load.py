@@ -107,6 +107,7 @@ class Config:
     lb_seconds: float
     pg_url: str
     workers: int
+    pull_with_submit: bool
     client: str
     server_app: str
     server_prefix: list[str]
@@ -153,6 +154,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
     )
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (1)")
     p.add_argument(
+        "--separate-pulls",
+        action="store_true",
+        help="submit phase: pull with its own request instead of next_pull_key on the submit",
+    )
+    p.add_argument(
         "--client",
         choices=("httpx", "raw"),
         default="httpx",
@@ -194,6 +200,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         lb_seconds=a.lb_seconds,
         pg_url=a.pg_url,
         workers=a.workers,
+        pull_with_submit=not a.separate_pulls,
         client=a.client,
         server_app=a.server_app,
         server_prefix=shlex.split(a.server_prefix),
@@ -821,8 +828,11 @@ class PhaseStats:
         return n / self.window if self.window else math.nan
 
 
-def fixed_answer(task: dict[str, Any], attempt: int) -> bytes:
-    """A valid result for ``task``: its sample ids and the same answer from every runner."""
+def fixed_answer(task: dict[str, Any], attempt: int, pull_next: bool = False) -> bytes:
+    """A valid result for ``task``: its sample ids and the same answer from every runner.
+
+    With ``pull_next`` the submission also asks for the next lease (``next_pull_key``).
+    """
     ids = task["sample_ids"]
     scores = [float(zlib.crc32(sid.encode()) % 2) for sid in ids]
     hashes = [hashlib.sha256(f"answer:{sid}".encode()).hexdigest() for sid in ids]
@@ -840,6 +850,8 @@ def fixed_answer(task: dict[str, Any], attempt: int) -> bytes:
             "hardware": {"simulated": True},
         },
     }
+    if pull_next:
+        body["next_pull_key"] = uuid.uuid4().hex
     return json.dumps(body).encode()
 
 
@@ -960,35 +972,38 @@ async def run_load(
     async def runner(i: int, client: HttpxRunnerClient | RawRunnerClient) -> None:
         rname = f"sim-{i:03d}"
         pull_body = {"runner": rname}
+        lease: dict[str, Any] | None = None  # the next lease, from a submit response
         while loop.time() < stop_at:
-            t0 = loop.time()
-            try:
-                if mode == "health":
-                    status, data = await client.request("GET", "/v0/health")
-                else:
-                    pull_body["pull_key"] = uuid.uuid4().hex
-                    status, data = await client.request(
-                        "POST", "/v0/leases", json.dumps(pull_body).encode()
-                    )
-            except TRANSPORT_ERRORS as exc:
-                stats.error(f"pull {type(exc).__name__}", str(exc))
-                continue
-            t1 = loop.time()
-            if status == 204:
+            if lease is None:
+                t0 = loop.time()
+                try:
+                    if mode == "health":
+                        status, data = await client.request("GET", "/v0/health")
+                    else:
+                        pull_body["pull_key"] = uuid.uuid4().hex
+                        status, data = await client.request(
+                            "POST", "/v0/leases", json.dumps(pull_body).encode()
+                        )
+                except TRANSPORT_ERRORS as exc:
+                    stats.error(f"pull {type(exc).__name__}", str(exc))
+                    continue
+                t1 = loop.time()
+                if status == 204:
+                    if counted(t1):
+                        stats.empty += 1
+                    await asyncio.sleep(0.05)
+                    continue
+                if status not in (200, 201):
+                    stats.error(f"pull HTTP {status}", data.decode(errors="replace"))
+                    continue
                 if counted(t1):
-                    stats.empty += 1
-                await asyncio.sleep(0.05)
-                continue
-            if status not in (200, 201):
-                stats.error(f"pull HTTP {status}", data.decode(errors="replace"))
-                continue
-            if counted(t1):
-                stats.claims += 1
-                stats.pull_ms.append((t1 - t0) * 1000)
-            if mode != "submit":
-                continue
-            lease = json.loads(data)
-            body = fixed_answer(lease["task"], lease["attempt"])
+                    stats.claims += 1
+                    stats.pull_ms.append((t1 - t0) * 1000)
+                if mode != "submit":
+                    continue
+                lease = json.loads(data)
+            assert lease is not None
+            body = fixed_answer(lease["task"], lease["attempt"], cfg.pull_with_submit)
             t2 = loop.time()
             try:
                 status, data = await client.request(
@@ -996,15 +1011,21 @@ async def run_load(
                 )
             except TRANSPORT_ERRORS as exc:
                 stats.error(f"submit {type(exc).__name__}", str(exc))
+                lease = None
                 continue
             t3 = loop.time()
+            lease = None
             if status == 201:
                 stats.accepted_total += 1
+                answer = json.loads(data)
+                lease = answer.get("next")
                 if counted(t3):
                     stats.accepted += 1
                     stats.submit_ms.append((t3 - t2) * 1000)
-                    if json.loads(data)["task_status"] == "DONE":
+                    if answer["task_status"] == "DONE":
                         stats.finalized += 1
+                    if lease is not None:
+                        stats.claims += 1
             elif status == 200:
                 stats.duplicate += 1
             else:
@@ -1229,7 +1250,12 @@ def report(
         f"runners {cfg.runners} over {cfg.accounts} accounts (quorum {QUORUM}), "
         f"{cfg.tasks:,} pending tasks per phase, {cfg.duration:.0f} s measured after "
         f"{cfg.warmup:.0f} s warm-up; {cfg.models:,} models x 2 benchmarks; "
-        f"{cfg.history:,} finished tasks for claim_200k; uvicorn workers {cfg.workers}"
+        f"{cfg.history:,} finished tasks for claim_200k; uvicorn workers {cfg.workers}; "
+        + (
+            "submit phase pulls with next_pull_key (one request per result)"
+            if cfg.pull_with_submit
+            else "submit phase pulls with separate requests"
+        )
         + ("; QUICK (smoke sizes, not for the record)" if cfg.quick else "")
     )
     console.print(f"1-min load average before: {load1:.2f}; at end {os.getloadavg()[0]:.2f}")

@@ -87,6 +87,9 @@ class ServerSettings(BaseSettings):
     queue: QueueSettings = Field(default_factory=QueueSettings, description="Task queue.")
     epoch_seconds: int = Field(3600, ge=10, description="Length of an epoch.")
     lease_seconds: int = Field(600, ge=5, description="How long a pulled task stays leased.")
+    hot_path_threads: int = Field(
+        4, ge=1, le=64, description="Threads for runner requests (PostgreSQL or Redis queue)."
+    )
     quorum: int = Field(3, ge=1, description="Results from distinct accounts a task needs.")
     agreement_threshold: float = Field(
         0.5, ge=0, le=1, description="Max score spread of agreeing results."

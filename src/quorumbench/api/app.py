@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from quorumbench import __version__
 from quorumbench.api import problems
+from quorumbench.api.deps import install_hot_path
 from quorumbench.api.routes import board, leases, models
 from quorumbench.services.context import ServerContext
 from quorumbench.services.scheduler import tick
@@ -60,6 +61,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = context or build_context(settings, datasets_dir=datasets_dir)
         app.state.context = ctx
+        install_hot_path(app, ctx)
         scheduler = SchedulerThread(ctx, settings.scheduler_interval_s) if run_scheduler else None
         if scheduler:
             scheduler.start()

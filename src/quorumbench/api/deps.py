@@ -1,13 +1,19 @@
-"""Typed dependencies: the server context and the authenticated principal."""
+"""Typed dependencies: the server context, the authenticated principal, hot-path threads."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
-from fastapi import Depends, Request
+import anyio.to_thread
+from anyio import CapacityLimiter
+from fastapi import Depends, FastAPI, Request
 
+from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
+
+T = TypeVar("T")
 
 
 async def get_context(request: Request) -> ServerContext:
@@ -19,10 +25,52 @@ async def get_context(request: Request) -> ServerContext:
 Context = Annotated[ServerContext, Depends(get_context)]
 
 
-def get_principal(request: Request, ctx: Context) -> Principal:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    return authenticate(ctx, token.strip() if scheme.lower() == "bearer" else None)
+async def get_bearer_token(request: Request) -> str | None:
+    """The bearer token of the request, if any (checked later, by ``authenticate``)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+BearerToken = Annotated[str | None, Depends(get_bearer_token)]
+
+
+def get_principal(ctx: Context, token: BearerToken) -> Principal:
+    return authenticate(ctx, token)
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+def hot_path_limiter(ctx: ServerContext) -> CapacityLimiter | None:
+    """How the runner endpoints (pull, submit, heartbeat, release) run their work.
+
+    SQLite with the SQL queue: on the event loop itself (None). SQLite runs one write
+    transaction at a time and each is a few local statements, so a trip to a thread
+    would only add the cost of the hand-off (measured: about 10% more CPU per pull
+    under load); a write waiting on another process's lock holds up the loop for that
+    long. Otherwise (PostgreSQL, or Redis in the path) a few threads of their own
+    overlap the network waits; more than a few would only contend for the
+    interpreter lock.
+    """
+    if ctx.db.dialect == "sqlite" and isinstance(ctx.queue, SqlTaskQueue):
+        return None
+    return CapacityLimiter(ctx.settings.hot_path_threads)
+
+
+def install_hot_path(app: FastAPI, ctx: ServerContext) -> None:
+    """Decide how :func:`offload` runs hot-path work for ``app``."""
+    app.state.hot_path = hot_path_limiter(ctx)
+
+
+async def offload(request: Request, work: Callable[[], T]) -> T:
+    """Run a runner endpoint's blocking work (auth included) as one unit.
+
+    In one trip to a small pool of threads of their own, or inline on SQLite (see
+    :func:`hot_path_limiter`): with many runners at once, the 40 threads that serve
+    everything else would spend more CPU taking turns on the interpreter and
+    database locks than working.
+    """
+    limiter: CapacityLimiter | None = request.app.state.hot_path
+    if limiter is None:
+        return work()
+    return await anyio.to_thread.run_sync(work, limiter=limiter)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,15 +58,15 @@ class EpochOut(BaseModel):
     seed: str | None = Field(description="Revealed once the epoch has ended.")
 
 
+PullKey = Annotated[str, Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
 class LeaseIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     runner: str = Field("default", description="Runner name within the account.")
-    pull_key: str | None = Field(
+    pull_key: PullKey | None = Field(
         None,
-        min_length=8,
-        max_length=64,
-        pattern=r"^[A-Za-z0-9_-]+$",
         description="Idempotency key: a retried pull with the same key returns the same lease.",
     )
 
@@ -94,6 +94,10 @@ class SubmitIn(BaseModel):
 
     attempt: int
     result: ResultPayload
+    next_pull_key: PullKey | None = Field(
+        None,
+        description="Also pull the next task, with this idempotency key (see ``next``).",
+    )
 
 
 class SubmitOut(BaseModel):
@@ -102,6 +106,9 @@ class SubmitOut(BaseModel):
     task_status: str
     round: int
     duplicate: bool
+    next: LeaseOut | None = Field(
+        None, description="The next lease when ``next_pull_key`` was sent and a task was free."
+    )
 
 
 class LeaderboardRowOut(BaseModel):

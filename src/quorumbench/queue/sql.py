@@ -30,6 +30,7 @@ from sqlalchemy import (
     bindparam,
     exists,
     insert,
+    literal_column,
     select,
     true,
     update,
@@ -48,6 +49,8 @@ LIVE_STATES = ("ACTIVE", "SUBMITTED")
 CLAIM_TRIES = 3
 
 _ACCOUNT = bindparam("account_id", type_=Integer)
+_LIVE = Lease.state.in_([literal_column(f"'{state}'") for state in LIVE_STATES])
+"""``state IN ('ACTIVE', 'SUBMITTED')`` with the states written into the SQL."""
 
 
 def eligible(task: Any) -> list[ColumnElement[bool]]:
@@ -56,11 +59,7 @@ def eligible(task: Any) -> list[ColumnElement[bool]]:
         task.finalized_at.is_(None),
         task.open_slots > 0,
         task.model_id.not_in(select(Model.id).where(Model.owner_id == _ACCOUNT)),
-        ~exists().where(
-            Lease.task_id == task.id,
-            Lease.account_id == _ACCOUNT,
-            Lease.state.in_(LIVE_STATES),
-        ),
+        ~exists().where(Lease.task_id == task.id, Lease.account_id == _ACCOUNT, _LIVE),
     ]
 
 
@@ -76,11 +75,11 @@ _TAKEN = (
 )
 
 
-def _take_slot(which: Any) -> Any:
-    """``UPDATE tasks`` taking one slot of the task ``which`` selects, if still eligible."""
+def _take_slot(which: Any, *conditions: ColumnElement[bool]) -> Any:
+    """``UPDATE tasks`` taking one slot of the task ``which`` selects, if ``conditions``."""
     return (
         update(Task)
-        .where(Task.id == which, *eligible(Task))
+        .where(Task.id == which, *conditions)
         .values(open_slots=Task.open_slots - 1, attempts=Task.attempts + 1)
         .returning(*_TAKEN)
     )
@@ -163,8 +162,10 @@ class SqlTaskQueue:
         self.lease = timedelta(seconds=lease_seconds)
         self.sources = TaskSources()
         postgres = db.dialect == "postgresql"
+        # The first claimable task is checked (and, on PostgreSQL, locked) by the
+        # subquery itself; a given task is checked by the UPDATE.
         self._take_first = _take_slot(_first_claimable(postgres))
-        self._take_this = _take_slot(bindparam("task_id", type_=Integer))
+        self._take_this = _take_slot(bindparam("task_id", type_=Integer), *eligible(Task))
         self._insert_lease = insert(Lease).returning(Lease.id)
         lease_by_key = select(Lease.id, Lease.attempt, Lease.task_id, Lease.state, Lease.expires_at)
         self._by_key = lease_by_key.where(

@@ -1,10 +1,18 @@
-"""Runners pull, heartbeat, release and submit over these endpoints."""
+"""Runners pull, heartbeat, release and submit over these endpoints.
+
+These are the server's hot paths. Each request runs its blocking part
+(authentication, the runner's id, the database work) as one unit through
+:func:`~quorumbench.api.deps.offload`: inline on SQLite, else in one trip to a small
+pool of threads.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Response, status
+from datetime import datetime
 
-from quorumbench.api.deps import Context, CurrentPrincipal
+from fastapi import APIRouter, Query, Request, Response, status
+
+from quorumbench.api.deps import BearerToken, Context, offload
 from quorumbench.api.schemas import (
     HeartbeatIn,
     HeartbeatOut,
@@ -13,8 +21,9 @@ from quorumbench.api.schemas import (
     SubmitIn,
     SubmitOut,
 )
-from quorumbench.queue.base import Claimant
-from quorumbench.services.accounts import Principal
+from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
+from quorumbench.queue.base import Claim, Claimant
+from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
 from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
@@ -23,11 +32,19 @@ router = APIRouter(prefix="/v0/leases", tags=["leases"])
 
 
 def _claimant(
-    ctx: ServerContext, principal: Principal, runner: str, *, pulling: bool = False
+    ctx: ServerContext, token: str | None, scope: str, runner: str, *, pulling: bool = False
 ) -> Claimant:
+    principal = authenticate(ctx, token)
+    principal.require(scope)
     # A suspended runner may not pull, but may heartbeat, release and submit what it
     # holds: its results are kept for the record and not counted.
     return runner_for(ctx, principal, runner, allow_suspended=not pulling)
+
+
+def _lease_out(claim: Claim) -> LeaseOut:
+    return LeaseOut(
+        lease_id=claim.lease_id, attempt=claim.attempt, expires_at=claim.expires_at, task=claim.task
+    )
 
 
 @router.post(
@@ -36,63 +53,107 @@ def _claimant(
     response_model=LeaseOut,
     responses={204: {"description": "No task is available for this runner now."}},
 )
-def pull(body: LeaseIn, ctx: Context, principal: CurrentPrincipal) -> LeaseOut | Response:
+async def pull(
+    body: LeaseIn, ctx: Context, token: BearerToken, request: Request
+) -> LeaseOut | Response:
     """Lease one task slot (``task:pull``). 204 when there is nothing to do.
 
     Send a fresh ``pull_key`` with each pull and the same key on its retries: a
     repeated key returns the lease the first request made (never a second slot).
     """
-    principal.require("task:pull")
-    claimant = _claimant(ctx, principal, body.runner, pulling=True)
-    claim = ctx.queue.claim(claimant, ctx.now(), body.pull_key)
+
+    def work() -> Claim | None:
+        claimant = _claimant(ctx, token, "task:pull", body.runner, pulling=True)
+        return ctx.queue.claim(claimant, ctx.now(), body.pull_key)
+
+    claim = await offload(request, work)
     if claim is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return LeaseOut(
-        lease_id=claim.lease_id, attempt=claim.attempt, expires_at=claim.expires_at, task=claim.task
-    )
+    return _lease_out(claim)
 
 
 @router.post("/{lease_id}/heartbeat", response_model=HeartbeatOut)
-def heartbeat(
+async def heartbeat(
     lease_id: int,
     body: HeartbeatIn,
     ctx: Context,
-    principal: CurrentPrincipal,
+    token: BearerToken,
+    request: Request,
     runner: str = Query("default"),
 ) -> HeartbeatOut:
     """Extend a lease; 409 when it expired or was superseded."""
-    principal.require("task:pull")
-    claimant = _claimant(ctx, principal, runner)
-    expires = ctx.queue.heartbeat(claimant, lease_id, body.attempt, ctx.now())
-    return HeartbeatOut(lease_id=lease_id, expires_at=expires)
+
+    def work() -> datetime:
+        claimant = _claimant(ctx, token, "task:pull", runner)
+        return ctx.queue.heartbeat(claimant, lease_id, body.attempt, ctx.now())
+
+    return HeartbeatOut(lease_id=lease_id, expires_at=await offload(request, work))
 
 
 @router.delete("/{lease_id}", status_code=status.HTTP_204_NO_CONTENT)
-def release(
+async def release(
     lease_id: int,
     ctx: Context,
-    principal: CurrentPrincipal,
+    token: BearerToken,
+    request: Request,
     attempt: int = Query(...),
     runner: str = Query("default"),
 ) -> Response:
     """Give the lease back now; its task slot is claimable again at once."""
-    principal.require("task:pull")
-    ctx.queue.release(_claimant(ctx, principal, runner), lease_id, attempt, ctx.now())
+
+    def work() -> None:
+        claimant = _claimant(ctx, token, "task:pull", runner)
+        ctx.queue.release(claimant, lease_id, attempt, ctx.now())
+
+    await offload(request, work)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/{lease_id}/result", response_model=SubmitOut)
-def submit(
+async def submit(
     lease_id: int,
     body: SubmitIn,
     ctx: Context,
-    principal: CurrentPrincipal,
+    token: BearerToken,
+    request: Request,
     response: Response,
     runner: str = Query("default"),
 ) -> SubmitOut:
-    """Submit the result of a lease (``task:submit``). Repeating it is harmless."""
-    principal.require("task:submit")
-    claimant = _claimant(ctx, principal, runner)
-    outcome = submit_result(ctx, claimant, lease_id, body.attempt, body.result)
-    response.status_code = status.HTTP_200_OK if outcome.duplicate else status.HTTP_201_CREATED
-    return SubmitOut(**outcome.__dict__)
+    """Submit the result of a lease (``task:submit``). Repeating it is harmless.
+
+    With ``next_pull_key`` the runner also pulls its next task in the same request
+    (needs ``task:pull`` too): ``next`` is that lease, or null when there is nothing
+    to do or the queue could not be reached. The submission stands either way; on a
+    null ``next`` pull as usual, with the same key.
+    """
+
+    def work() -> SubmitOut:
+        principal = authenticate(ctx, token)
+        principal.require("task:submit")
+        if body.next_pull_key is not None:
+            principal.require("task:pull")  # before anything is stored
+        claimant = runner_for(ctx, principal, runner, allow_suspended=True)
+        outcome = submit_result(ctx, claimant, lease_id, body.attempt, body.result)
+        out = SubmitOut(**outcome.__dict__)
+        if body.next_pull_key is not None:
+            out.next = _pull_next(ctx, principal, runner, body.next_pull_key)
+        return out
+
+    out = await offload(request, work)
+    response.status_code = status.HTTP_200_OK if out.duplicate else status.HTTP_201_CREATED
+    return out
+
+
+def _pull_next(ctx: ServerContext, principal: Principal, runner: str, key: str) -> LeaseOut | None:
+    """The next lease for a runner that just submitted; None rather than an error.
+
+    The submission is committed by now, so nothing here may fail the request: a
+    runner suspended by this very result, or a queue that cannot be reached, gets
+    ``next: null`` and sees the reason on its next plain pull (same key).
+    """
+    try:
+        claimant = runner_for(ctx, principal, runner)
+        claim = ctx.queue.claim(claimant, ctx.now(), key)
+    except (PermissionDeniedError, ServiceUnavailableError):
+        return None
+    return None if claim is None else _lease_out(claim)
