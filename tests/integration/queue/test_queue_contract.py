@@ -16,7 +16,8 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
+from sqlalchemy.exc import IntegrityError
 
 from quorumbench.db.models import LeaderboardEntry, Lease, Result, Runner, Task
 from quorumbench.errors import ConflictError, LeaseExpiredError, NotFoundError
@@ -534,3 +535,28 @@ def test_redis_that_cannot_be_reached_is_an_error_not_a_fallback(redis_world: Wo
             broken.publish([task_id])
     finally:
         broken.close()
+
+
+def test_the_database_refuses_a_second_live_lease_of_one_account_on_a_task(world: World) -> None:
+    # The guarantee behind the claim query: even a claim that slipped past it (a stale
+    # snapshot on PostgreSQL) cannot commit a second slot for the same account.
+    owner, account = world.account(), world.account()
+    (task_id,) = world.tasks(owner, 1)
+    claim = world.claim(account)
+    assert claim is not None and claim.task_id == task_id
+    second = world.second_runner(account)
+    now = world.clock.now
+    row = {
+        "task_id": task_id,
+        "runner_id": second.runner_id,
+        "account_id": account.account_id,
+        "attempt": 99,
+        "round": 1,
+        "leased_at": now,
+        "expires_at": now,
+    }
+    for state in ("ACTIVE", "SUBMITTED"):
+        with pytest.raises(IntegrityError), world.db.write_connection() as conn:
+            conn.execute(insert(Lease).values(**row, state=state))
+    with world.db.write_connection() as conn:  # an ended lease holds no slot
+        conn.execute(insert(Lease).values(**row, state="EXPIRED"))

@@ -326,3 +326,45 @@ def test_an_outlier_runner_is_suspended_at_once_and_its_late_results_do_not_coun
         assert late.status_code == 201, late.text
         task = api.get(f"/v0/tasks/{second['task']['id']}").json()
         assert task["n_results"] == 1 and task["final"] is False  # stored, not counted
+
+
+def submit_and_pull(api, people, who, lease, score, key, token=None):
+    body = payload(lease, score) | {"next_pull_key": key}
+    return api.post(
+        f"/v0/leases/{lease['lease_id']}/result",
+        params={"runner": f"{who}-box"},
+        json=body,
+        headers=auth(token or people[who]),
+    )
+
+
+def test_a_submission_can_lease_the_next_task_in_the_same_request(api, people):
+    register(api, people, hub_ref(40))
+    register(api, people, hub_ref(41))
+    first = pull(api, people, "r1").json()
+    answer = submit_and_pull(api, people, "r1", first, 0.5, "next-key-0001")
+    assert answer.status_code == 201, answer.text
+    after = answer.json()["next"]
+    assert after["task"]["id"] != first["task"]["id"] and after["attempt"] == 1
+    # A retry of the whole request (its answer lost) stores nothing new and gives
+    # back the same next lease: the pull key makes that pull idempotent too.
+    again = submit_and_pull(api, people, "r1", first, 0.5, "next-key-0001")
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert again.json()["next"]["lease_id"] == after["lease_id"]
+    last = submit_and_pull(api, people, "r1", after, 0.5, "next-key-0002")
+    assert last.status_code == 201 and last.json()["next"] is None  # nothing left for r1
+    assert pull(api, people, "r1").status_code == 204
+
+
+def test_pulling_with_a_submission_needs_the_pull_scope_and_stores_nothing_without_it(
+    api, people, ctx
+):
+    from quorumbench.services.accounts import issue_token
+
+    register(api, people, hub_ref(42))
+    lease = pull(api, people, "r2").json()
+    submit_only = issue_token(ctx, "r2", scopes=("task:submit",)).token
+    refused = submit_and_pull(api, people, "r2", lease, 0.5, "next-key-0003", submit_only)
+    assert_problem(refused, 403, "forbidden", "task:pull")
+    stored = submit(api, people, "r2", lease, 0.5)
+    assert stored.status_code == 201 and stored.json()["next"] is None  # the first store
