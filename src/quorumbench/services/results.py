@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Connection, Integer, bindparam, insert, select, update
+from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
 
 from quorumbench.core.canonical import canonical_json, sha256_hex
 from quorumbench.core.consensus import Verdict, Vote, quorum_verdict
@@ -114,6 +114,17 @@ _LEASE = (
 )
 """A lease with what a submission needs of its task and runner (one statement)."""
 
+_LEASE_SQLITE = _LEASE.add_columns(
+    select(func.count())
+    .where(Result.task_id == Lease.task_id, Result.counted)
+    .scalar_subquery()
+    .label("n_counted")
+)
+"""On SQLite also the task's counted results: the write transaction holds the whole
+database, so the count is current and a submission below the quorum needs no further
+read. (On PostgreSQL a count read with the row lock could miss a result committed
+while this statement waited for the lock; ``_decide`` reads them afresh.)"""
+
 _LEASE_LOCKED = _LEASE.with_for_update(of=(Lease.__table__, Task.__table__))
 _INSERT_RESULT = insert(Result).returning(Result.id)
 _SUBMITTED = (
@@ -135,7 +146,8 @@ def submit_result(
     now = ctx.now()
     digest = payload.digest()
     with ctx.db.write_connection() as conn:
-        query = _LEASE_LOCKED if ctx.db.dialect == "postgresql" else _LEASE
+        sqlite = ctx.db.dialect == "sqlite"
+        query = _LEASE_SQLITE if sqlite else _LEASE_LOCKED
         lease = conn.execute(query, {"lease_id": lease_id}).first()
         if lease is None or lease.account_id != claimant.account_id:
             raise NotFoundError(f"no lease {lease_id} for this account")
@@ -177,7 +189,7 @@ def submit_result(
         if not counted:
             conn.execute(_REOPEN, {"task_id_": state.id})
             republish = [state.id]
-        elif open_task:
+        elif open_task and not (sqlite and lease.n_counted + 1 < state.quorum):
             republish = _decide(ctx, conn, lease, state)
     if republish:
         ctx.queue.publish(republish)
@@ -312,12 +324,15 @@ def _update_reputation(
         else:
             agree += 1
         deltas[result.runner_id] = (agree, out)
-    for runner_id in sorted(deltas):
-        agree, out = deltas[runner_id]
-        conn.execute(_TALLY, {"runner_id_": runner_id, "agree": agree, "out": out})
-        if out:
-            limit = ctx.settings.outlier_limit
-            suspended = conn.execute(_SUSPEND, {"runner_id_": runner_id, "limit": limit})
+    tallies = [
+        {"runner_id_": runner_id, "agree": agree, "out": out}
+        for runner_id, (agree, out) in sorted(deltas.items())
+    ]
+    conn.execute(_TALLY, tallies)
+    limit = ctx.settings.outlier_limit
+    for tally in tallies:
+        if tally["out"]:
+            suspended = conn.execute(_SUSPEND, {"runner_id_": tally["runner_id_"], "limit": limit})
             if suspended.rowcount:
                 ctx.identities.clear()  # it may no longer pull: forget its cached id
 
