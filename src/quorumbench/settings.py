@@ -88,7 +88,7 @@ class ServerSettings(BaseSettings):
     epoch_seconds: int = Field(3600, ge=10, description="Length of an epoch.")
     lease_seconds: int = Field(600, ge=5, description="How long a pulled task stays leased.")
     hot_path_threads: int = Field(
-        4, ge=1, le=64, description="Threads for runner requests (PostgreSQL or Redis queue)."
+        8, ge=1, le=64, description="Threads for runner requests (PostgreSQL or Redis queue)."
     )
     quorum: int = Field(3, ge=1, description="Results from distinct accounts a task needs.")
     agreement_threshold: float = Field(
