@@ -118,6 +118,11 @@ class ServerSettings(BaseSettings):
     scheduler_interval_s: float = Field(
         5.0, gt=0, description="How often the server checks epochs and expired leases."
     )
+    log_key_file: Path | None = Field(
+        None,
+        description="Ed25519 key (PEM) that signs the public log's tree heads; "
+        "default <data_dir>/log-signing-key.pem, made on first start.",
+    )
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> ServerSettings:

@@ -18,6 +18,7 @@ from quorumbench import __version__
 from quorumbench.api import problems
 from quorumbench.api.deps import install_hot_path
 from quorumbench.api.routes import board, leases, models
+from quorumbench.api.routes import log as public_log
 from quorumbench.services.context import ServerContext
 from quorumbench.services.scheduler import tick
 from quorumbench.services.wiring import build_context
@@ -80,7 +81,7 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
-    for router in (models.router, leases.router, board.router):
+    for router in (models.router, leases.router, board.router, public_log.router):
         app.include_router(router)
 
     @app.get("/v0/health", tags=["meta"])

@@ -297,3 +297,37 @@ class LeaderboardAggregate(Base):
     updated_at: Mapped[datetime]
     basis: Mapped[str] = mapped_column(String(64))
     """``aggregate_basis`` of the benchmark weights this row was computed with."""
+
+
+class LogEntry(Base):
+    """One finalized task in the public append-only log (services/publiclog.py)."""
+
+    __tablename__ = "log_entries"
+
+    leaf_index: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), unique=True)
+    leaf_hash: Mapped[str] = mapped_column(String(64))
+    entry: Mapped[dict[str, Any]]
+    appended_at: Mapped[datetime]
+
+
+class TreeHead(Base):
+    """A signed tree head: one per log size, made in the transaction that appended."""
+
+    __tablename__ = "tree_heads"
+
+    size: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    root: Mapped[str] = mapped_column(String(64))
+    timestamp: Mapped[str] = mapped_column(String(40))
+    key_id: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[str] = mapped_column(String(128))
+
+
+class LogState(Base):
+    """The log's single row: its size and compact range; appends lock it in turn."""
+
+    __tablename__ = "log_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    size: Mapped[int] = mapped_column(Integer)
+    frontier: Mapped[list[Any]]

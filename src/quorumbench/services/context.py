@@ -61,6 +61,8 @@ class ServerContext:
     inspector: Callable[[str], Any] | None = None
     """Model inspection override (tests, offline demos); default: model_metadata."""
     identities: IdentityCache = field(default_factory=IdentityCache)
+    log_signer: Any = None
+    """The public log's signing key, loaded on first use (services/publiclog.py)."""
 
     def now(self) -> datetime:
         return self.clock()

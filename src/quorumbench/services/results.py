@@ -36,6 +36,7 @@ from quorumbench.errors import (
     NotFoundError,
 )
 from quorumbench.queue.base import Claimant
+from quorumbench.services import publiclog
 from quorumbench.services.context import ServerContext
 from quorumbench.services.leaderboard import refresh_aggregate
 
@@ -272,10 +273,16 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
         )
         _update_reputation(ctx, conn, counted, verdict)
         _update_leaderboard(ctx, conn, lease, verdict, now)
+        publiclog.append(
+            ctx, conn, task.id, publiclog.log_entry(conn, task.id, task.round, verdict, now), now
+        )
         return []
     task.status = "DISPUTED"
     if task.round >= settings.max_rounds:
         conn.execute(_TASK, {"task_id_": task.id, "status": "DISPUTED", "finalized_at": now})
+        publiclog.append(
+            ctx, conn, task.id, publiclog.log_entry(conn, task.id, task.round, verdict, now), now
+        )
         return []
     task.round += 1
     task.quorum += settings.quorum_step
@@ -284,6 +291,14 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
         {"task_id_": task.id, "status": "DISPUTED", "round": task.round, "quorum": task.quorum},
     )
     return [task.id]
+
+
+def _log_final(
+    ctx: ServerContext, conn: Connection, task: _TaskState, verdict: Verdict, now: datetime
+) -> None:
+    """Append a task that reached its final status to the public log."""
+    entry = publiclog.log_entry(conn, task.id, task.round, verdict, now)
+    publiclog.append(ctx, conn, task.id, entry, now)
 
 
 def _record_outcome(conn: Connection, task: _TaskState, verdict: Verdict, now: datetime) -> None:

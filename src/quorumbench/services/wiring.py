@@ -10,6 +10,7 @@ from quorumbench.queue.base import TaskQueue
 from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.benchmarks import ensure_benchmarks
 from quorumbench.services.context import ServerContext, utc_now
+from quorumbench.services.publiclog import ensure_log
 from quorumbench.settings import ServerSettings
 
 
@@ -32,4 +33,6 @@ def build_context(
         upgrade(db)
     ctx = ServerContext(settings, db, build_queue(settings, db), utc_now, datasets_dir)
     ensure_benchmarks(ctx, settings.benchmarks)
+    if migrate:
+        ensure_log(ctx)
     return ctx

@@ -1,0 +1,51 @@
+"""The public log: signed tree heads, entries, inclusion and consistency proofs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query
+
+from quorumbench.api.deps import Context
+from quorumbench.services import publiclog
+
+router = APIRouter(prefix="/v0/log", tags=["log"])
+
+
+@router.get("/key")
+def key(ctx: Context) -> dict[str, str]:
+    """The Ed25519 public key that signs tree heads (raw 32 bytes, hex) and its id."""
+    signer = publiclog.signer_for(ctx)
+    return {"algorithm": "Ed25519", "public_key": signer.public_hex, "key_id": signer.key_id}
+
+
+@router.get("/head")
+def head(ctx: Context, size: int | None = Query(None, ge=0)) -> dict[str, Any]:
+    """The newest signed tree head, or the one of ``size``."""
+    return publiclog.latest_head(ctx) if size is None else publiclog.head_at(ctx, size)
+
+
+@router.get("/entries")
+def entries(
+    ctx: Context,
+    start: int = Query(0, ge=0),
+    limit: int = Query(publiclog.MAX_ENTRIES_PER_PAGE, ge=1, le=publiclog.MAX_ENTRIES_PER_PAGE),
+) -> list[dict[str, Any]]:
+    """Entries from ``start`` in log order: ``index``, ``leaf_hash`` and the ``entry``."""
+    return publiclog.entries(ctx, start, limit)
+
+
+@router.get("/proof/inclusion")
+def inclusion(
+    ctx: Context, index: int = Query(..., ge=0), size: int = Query(..., ge=1)
+) -> dict[str, Any]:
+    """The audit path of entry ``index`` in the tree of ``size`` (RFC 6962)."""
+    return {"index": index, "size": size, "proof": publiclog.inclusion(ctx, index, size)}
+
+
+@router.get("/proof/consistency")
+def consistency(
+    ctx: Context, first: int = Query(..., ge=1), second: int = Query(..., ge=1)
+) -> dict[str, Any]:
+    """Proof that the tree of ``first`` entries is a prefix of the tree of ``second``."""
+    return {"first": first, "second": second, "proof": publiclog.consistency(ctx, first, second)}

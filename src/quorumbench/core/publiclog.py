@@ -1,0 +1,151 @@
+"""The public log's formats and the checks anyone can run on a downloaded copy.
+
+Every finalized task is one log entry (canonical JSON, see ``docs/log.md``); its leaf
+is ``leaf_hash(canonical_json(entry))``. After each append the server signs a tree
+head: Ed25519 over :func:`head_message`, the canonical JSON of the log's name, the
+size, the root, the time and the key id. :func:`check_log` recomputes everything
+from the entries alone; signatures are checked by a function the caller passes in,
+so this module stays free of any crypto library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from quorumbench.core.canonical import canonical_json
+from quorumbench.core.leaderboard import Accumulator, interval
+from quorumbench.core.merkle import (
+    ProofError,
+    leaf_hash,
+    node_hash,
+    root,
+    verify_consistency,
+)
+
+LOG_NAME = "quorumbench-log/v1"
+
+
+def entry_leaf(entry: Mapping[str, Any]) -> bytes:
+    return leaf_hash(canonical_json(entry))
+
+
+def head_message(size: int, root_hex: str, timestamp: str, key_id: str) -> bytes:
+    """The bytes a tree head's signature covers."""
+    return canonical_json(
+        {"log": LOG_NAME, "size": size, "root": root_hex, "timestamp": timestamp, "key_id": key_id}
+    )
+
+
+def frontier_append(frontier: list[tuple[int, bytes]], leaf: bytes) -> list[tuple[int, bytes]]:
+    """Add a leaf to a compact range: the (size, hash) of the perfect subtrees that
+    make up the tree, largest first. O(log n) per leaf."""
+    out = [*frontier, (1, leaf)]
+    while len(out) >= 2 and out[-1][0] == out[-2][0]:
+        (size, left), (_, right) = out[-2], out[-1]
+        out[-2:] = [(2 * size, node_hash(left, right))]
+    return out
+
+
+def frontier_root(frontier: Sequence[tuple[int, bytes]]) -> bytes:
+    """The RFC 6962 root of the tree a compact range describes."""
+    if not frontier:
+        return root([])
+    acc = frontier[-1][1]
+    for _, subtree in reversed(frontier[:-1]):
+        acc = node_hash(subtree, acc)
+    return acc
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One mismatch the checks found, with the entry or tree head it is about."""
+
+    where: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+def check_log(
+    entries: Sequence[Mapping[str, Any]],
+    head: Mapping[str, Any],
+    verify_signature: Callable[[bytes, str, str], bool],
+    seen_heads: Sequence[Mapping[str, Any]] = (),
+) -> list[Problem]:
+    """Every problem with a downloaded log; an empty list when it all holds.
+
+    ``entries`` are the served rows (``index``, ``leaf_hash``, ``entry``) in order,
+    ``head`` the newest signed tree head, ``seen_heads`` heads this verifier saw
+    before (its memory between runs). ``verify_signature(message, signature_hex,
+    key_id)`` says whether the signature is the log key's.
+    """
+    problems: list[Problem] = []
+    heads = [*seen_heads, head]
+    for h in heads:
+        message = head_message(h["size"], h["root"], h["timestamp"], h["key_id"])
+        if not verify_signature(message, h["signature"], h["key_id"]):
+            problems.append(Problem(f"tree head size {h['size']}", "signature does not verify"))
+    leaves: list[bytes] = []
+    for position, row in enumerate(entries):
+        where = f"entry {position}"
+        if row.get("index") != position:
+            problems.append(Problem(where, f"served as index {row.get('index')} (reordered?)"))
+        leaf = entry_leaf(row["entry"])
+        if leaf.hex() != row.get("leaf_hash"):
+            problems.append(Problem(where, "content does not hash to its leaf (altered)"))
+        leaves.append(leaf)
+    size = head["size"]
+    if len(entries) != size:
+        problems.append(Problem("log", f"{len(entries)} entries served, the head says {size}"))
+    elif root(leaves).hex() != head["root"]:
+        problems.append(Problem(f"tree head size {size}", "root differs from the entries'"))
+    by_size: dict[int, str] = {}
+    for h in heads:
+        earlier = by_size.setdefault(h["size"], h["root"])
+        if earlier != h["root"]:
+            problems.append(Problem(f"tree head size {h['size']}", "two roots for one size"))
+        if h["size"] > len(leaves):
+            if h is not head:
+                problems.append(Problem(f"tree head size {h['size']}", "the log shrank since"))
+            continue
+        if root(leaves[: h["size"]]).hex() != h["root"]:
+            problems.append(
+                Problem(f"tree head size {h['size']}", "history rewritten: entries differ")
+            )
+    return problems
+
+
+def check_consistency_proof(
+    old: Mapping[str, Any], new: Mapping[str, Any], proof_hex: Sequence[str]
+) -> Problem | None:
+    """A served consistency proof between two heads, checked."""
+    try:
+        verify_consistency(
+            old["size"],
+            bytes.fromhex(old["root"]),
+            new["size"],
+            bytes.fromhex(new["root"]),
+            [bytes.fromhex(p) for p in proof_hex],
+        )
+    except (ProofError, ValueError) as exc:
+        return Problem(f"tree heads {old['size']} -> {new['size']}", f"not consistent: {exc}")
+    return None
+
+
+def leaderboard_from_log(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str], Any]:
+    """Per (model id, benchmark name): the leaderboard numbers the DONE entries give."""
+    sums: dict[tuple[int, str], Accumulator] = {}
+    for row in entries:
+        entry = row["entry"]
+        consensus = entry["consensus"]
+        if consensus["status"] != "DONE":
+            continue
+        task = entry["task"]
+        key = (task["model"]["id"], task["benchmark"]["name"])
+        samples = list(consensus["sample_consensus"]) or [consensus["score"]] * task["n_samples"]
+        before = sums.get(key, Accumulator(0, 0, 0.0, 0.0, 0.0))
+        sums[key] = before.add_task(consensus["score"], samples)
+    return {key: (acc, interval(acc)) for key, acc in sums.items()}
