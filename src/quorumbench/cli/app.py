@@ -320,6 +320,35 @@ def leaderboard_command(
     leaderboard(server, benchmark, limit, console)
 
 
+@app.command("verify")
+@handle_errors
+def verify_command(
+    server: Annotated[str, typer.Option("--server", help="Server URL.")] = "http://127.0.0.1:8000",
+    state: Annotated[
+        Path | None,
+        typer.Option(
+            "--state",
+            dir_okay=False,
+            help="What earlier runs saw (pinned key, tree heads); default: "
+            "$XDG_STATE_HOME/quorumbench/verify/<server>.json.",
+        ),
+    ] = None,
+) -> None:
+    """Check a server's public log and leaderboard; exit 1 on any mismatch."""
+    from quorumbench.cli.verify_cmd import default_state_file, verify
+
+    report = verify(server, state or default_state_file(server), console)
+    console.print(
+        f"log size {report.size}: {report.entries} entries, {report.heads_checked} tree "
+        f"head(s) and {report.rows_compared} leaderboard rows checked"
+    )
+    for problem in report.problems:
+        err_console.print(f"[bold red]mismatch:[/] {problem}", highlight=False, soft_wrap=True)
+    if report.problems:
+        raise typer.Exit(1)
+    console.print("[green]everything verifies[/]")
+
+
 @app.command("demo")
 @handle_errors
 def demo_command(

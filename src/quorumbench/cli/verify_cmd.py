@@ -1,0 +1,199 @@
+"""``quorumbench verify``: check a server's public log and leaderboard from outside.
+
+It downloads the signing key, the newest tree head and every entry, then checks,
+from the entries alone: each head's Ed25519 signature, each entry's leaf, the root,
+every head it saw on earlier runs (same size, same root; the log never shrinks; the
+served consistency proof holds), a served inclusion proof, and the leaderboard,
+recomputed from the DONE entries and compared row by row with the server's. What
+it saw is kept in a state file for the next run (the key is pinned on first use).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from rich.console import Console
+from rich.progress import Progress
+
+from quorumbench.core.canonical import sha256_hex
+from quorumbench.core.merkle import ProofError, verify_inclusion
+from quorumbench.core.publiclog import (
+    Problem,
+    check_consistency_proof,
+    check_log,
+    entry_leaf,
+    leaderboard_from_log,
+)
+from quorumbench.errors import ConfigError, QuorumError
+
+PAGE = 1000
+SCORE_TOLERANCE = 1e-9
+
+
+def default_state_file(server: str) -> Path:
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", server.split("://", 1)[-1]).strip("_")
+    return base / "quorumbench" / "verify" / f"{name}.json"
+
+
+@dataclass
+class Report:
+    entries: int = 0
+    size: int = 0
+    heads_checked: int = 0
+    rows_compared: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+class _Server:
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.client = httpx.Client(base_url=self.url, timeout=60.0)
+
+    def get(self, path: str, **params: Any) -> Any:
+        try:
+            response = self.client.get(path, params=params)
+        except httpx.HTTPError as exc:
+            raise ConfigError(f"cannot reach {self.url}: {type(exc).__name__}") from exc
+        if response.status_code != 200:
+            raise QuorumError(f"{self.url}{path} answered HTTP {response.status_code}")
+        return response.json()
+
+
+def _signature_checker(public_hex: str, key_id: str) -> Any:
+    key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex))
+
+    def check(message: bytes, signature_hex: str, signed_by: str) -> bool:
+        if signed_by != key_id:
+            return False
+        try:
+            key.verify(bytes.fromhex(signature_hex), message)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+    return check
+
+
+def verify(server_url: str, state_file: Path, console: Console) -> Report:
+    """Run every check against ``server_url``; the state file is updated at the end."""
+    server = _Server(server_url)
+    try:
+        return _verify(server, state_file, console)
+    finally:
+        server.client.close()
+
+
+def _verify(server: _Server, state_file: Path, console: Console) -> Report:
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    report = Report()
+    key = server.get("/v0/log/key")
+    if sha256_hex(bytes.fromhex(key["public_key"])) != key["key_id"]:
+        report.problems.append(Problem("log key", "key id is not the hash of the key"))
+    pinned = state.get("public_key")
+    if pinned and pinned != key["public_key"]:
+        report.problems.append(Problem("log key", "differs from the key pinned on the first run"))
+    public = pinned or key["public_key"]
+    checker = _signature_checker(public, sha256_hex(bytes.fromhex(public)))
+    head = server.get("/v0/log/head")
+    entries: list[dict[str, Any]] = []
+    with Progress(console=console, transient=True) as progress:
+        bar = progress.add_task("downloading the log", total=head["size"] or 1)
+        while len(entries) < head["size"]:
+            page = server.get("/v0/log/entries", start=len(entries), limit=PAGE)
+            if not page:
+                break
+            entries.extend(page)
+            progress.update(bar, completed=len(entries))
+    entries = entries[: head["size"]] if len(entries) > head["size"] else entries
+    seen: list[dict[str, Any]] = state.get("heads", [])
+    report.entries, report.size, report.heads_checked = len(entries), head["size"], len(seen) + 1
+    report.problems += check_log(entries, head, checker, seen)
+    for old in seen[-1:]:  # the newest head seen before: ask the server to prove it
+        if 0 < old["size"] <= head["size"]:
+            proof = server.get("/v0/log/proof/consistency", first=old["size"], second=head["size"])
+            problem = check_consistency_proof(old, head, proof["proof"])
+            if problem:
+                report.problems.append(problem)
+    if entries and len(entries) == head["size"]:
+        _check_inclusion(server, entries[-1], head, report)
+    _check_leaderboard(server, entries, report)
+    if not any(p.where in ("log key",) for p in report.problems):
+        state_file.parent.mkdir(parents=True, exist_ok=True)
+        heads = [h for h in seen if h["size"] != head["size"]] + [head]
+        state_file.write_text(json.dumps({"public_key": public, "heads": heads[-50:]}, indent=1))
+    return report
+
+
+def _check_inclusion(
+    server: _Server, row: Mapping[str, Any], head: Mapping[str, Any], report: Report
+) -> None:
+    index = row["index"]
+    proof = server.get("/v0/log/proof/inclusion", index=index, size=head["size"])
+    try:
+        verify_inclusion(
+            entry_leaf(row["entry"]),
+            index,
+            head["size"],
+            [bytes.fromhex(p) for p in proof["proof"]],
+            bytes.fromhex(head["root"]),
+        )
+    except (ProofError, ValueError) as exc:
+        report.problems.append(Problem(f"entry {index}", f"inclusion proof fails: {exc}"))
+
+
+def _check_leaderboard(server: _Server, entries: list[dict[str, Any]], report: Report) -> None:
+    expected = leaderboard_from_log(entries)
+    benchmarks = sorted({name for _, name in expected} | _server_benchmarks(server))
+    for name in benchmarks:
+        rows: dict[int, Mapping[str, Any]] = {}
+        offset = 0
+        while True:
+            page = server.get("/v0/leaderboard", benchmark=name, limit=1000, offset=offset)
+            rows.update({r["model_id"]: r for r in page["rows"]})
+            offset += len(page["rows"])
+            if not page["rows"] or offset >= page["total"]:
+                break
+        mine = {model: v for (model, bench), v in expected.items() if bench == name}
+        for model_id in sorted(set(rows) | set(mine)):
+            where = f"leaderboard {name}, model {model_id}"
+            if model_id not in mine:
+                report.problems.append(Problem(where, "on the server, not in the log"))
+                continue
+            if model_id not in rows:
+                report.problems.append(Problem(where, "in the log, not on the server"))
+                continue
+            acc, stats = mine[model_id]
+            row = rows[model_id]
+            report.rows_compared += 1
+            diffs = [
+                f"{what} {theirs} != {ours}"
+                for what, theirs, ours in (
+                    ("n_tasks", row["n_tasks"], acc.n_tasks),
+                    ("n_samples", row["n_samples"], acc.n_samples),
+                )
+                if theirs != ours
+            ] + [
+                f"{what} {theirs:.6f} != {ours:.6f}"
+                for what, theirs, ours in (
+                    ("score", row["score"], stats.score),
+                    ("ci_low", row["ci_low"], stats.ci_low),
+                    ("ci_high", row["ci_high"], stats.ci_high),
+                )
+                if abs(theirs - ours) > SCORE_TOLERANCE
+            ]
+            if diffs:
+                report.problems.append(Problem(where, "; ".join(diffs)))
+
+
+def _server_benchmarks(server: _Server) -> set[str]:
+    return {b["name"] for b in server.get("/v0/benchmarks") if b.get("active", True)}

@@ -1,0 +1,156 @@
+"""The public log end to end: tasks finalized over HTTP, then ``quorumbench verify``.
+
+A real server (uvicorn in a thread) on SQLite; three runner accounts reach consensus
+through the API; the verifier downloads the log and the leaderboard over HTTP. Then
+the database is tampered with behind the server's back, and the verifier must say
+where.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import httpx
+import pytest
+from rich.console import Console
+from sqlalchemy import select, update
+from typer.testing import CliRunner
+
+from quorumbench.api.app import create_app
+from quorumbench.api.embedded import EmbeddedServer
+from quorumbench.cli.app import app as cli
+from quorumbench.cli.verify_cmd import verify
+from quorumbench.core.merkle import verify_consistency, verify_inclusion
+from quorumbench.core.publiclog import entry_leaf
+from quorumbench.db.models import LeaderboardEntry, LogEntry, TreeHead
+
+from .conftest import fake_metadata, hub_ref
+
+RUNNERS = ("r1", "r2", "r3")
+
+
+@pytest.fixture
+def server(ctx, people):
+    ctx.inspector = lambda ref: fake_metadata(ref)
+    with EmbeddedServer(create_app(ctx.settings, context=ctx, run_scheduler=False)) as running:
+        yield running
+
+
+def finalize(url: str, people: dict[str, str], model: int, score: float = 0.5) -> None:
+    """Register a model and let three runner accounts agree on its task."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        owner = {"Authorization": f"Bearer {people['owner']}"}
+        assert (
+            client.post("/v0/models", json={"ref": hub_ref(model)}, headers=owner).status_code
+            == 201
+        )
+        for who in RUNNERS:
+            auth = {"Authorization": f"Bearer {people[who]}"}
+            lease = client.post("/v0/leases", json={"runner": who}, headers=auth).json()
+            task = lease["task"]
+            result = {
+                "task_id": task["id"],
+                "score": score,
+                "n": task["n_samples"],
+                "sample_ids": task["sample_ids"],
+                "sample_scores": [score] * task["n_samples"],
+                "sample_output_hashes": ["0" * 64] * task["n_samples"],
+                "outputs_sha256": "a" * 64,
+                "runtime_s": 1.0,
+            }
+            answer = client.post(
+                f"/v0/leases/{lease['lease_id']}/result",
+                params={"runner": who},
+                json={"attempt": lease["attempt"], "result": result},
+                headers=auth,
+            )
+            assert answer.status_code == 201, answer.text
+
+
+def test_finalized_tasks_are_logged_with_signed_heads_and_valid_proofs(server, people, ctx):
+    for model in (1, 2, 3):
+        finalize(server.url, people, model)
+    get = lambda path, **params: httpx.get(server.url + path, params=params).json()  # noqa: E731
+    head = get("/v0/log/head")
+    assert head["size"] == 3
+    entries = get("/v0/log/entries")
+    assert [e["index"] for e in entries] == [0, 1, 2]
+    assert entries[0]["entry"]["consensus"]["status"] == "DONE"
+    assert len(entries[0]["entry"]["results"]) == 3
+    for e in entries:
+        assert entry_leaf(e["entry"]).hex() == e["leaf_hash"]
+        proof = get("/v0/log/proof/inclusion", index=e["index"], size=3)["proof"]
+        verify_inclusion(
+            bytes.fromhex(e["leaf_hash"]),
+            e["index"],
+            3,
+            [bytes.fromhex(p) for p in proof],
+            bytes.fromhex(head["root"]),
+        )
+    one = get("/v0/log/head", size=1)
+    proof = get("/v0/log/proof/consistency", first=1, second=3)["proof"]
+    verify_consistency(
+        1,
+        bytes.fromhex(one["root"]),
+        3,
+        bytes.fromhex(head["root"]),
+        [bytes.fromhex(p) for p in proof],
+    )
+    key_file = ctx.settings.data_dir / "log-signing-key.pem"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    bad = httpx.get(server.url + "/v0/log/proof/inclusion", params={"index": 3, "size": 3})
+    assert bad.status_code == 400 and "out of range" in bad.json()["detail"]
+
+
+def test_verify_passes_on_an_honest_server_and_remembers_what_it_saw(server, people, tmp_path):
+    state = tmp_path / "verify-state.json"
+    console = Console(record=True)
+    finalize(server.url, people, 1)
+    first = verify(server.url, state, console)
+    assert first.problems == [] and first.size == 1 and first.rows_compared == 1
+    finalize(server.url, people, 2, score=0.75)
+    second = verify(server.url, state, console)
+    assert second.problems == [] and second.size == 2 and second.heads_checked == 2
+    saved = json.loads(state.read_text())
+    assert [h["size"] for h in saved["heads"]] == [1, 2] and saved["public_key"]
+    result = CliRunner().invoke(cli, ["verify", "--server", server.url, "--state", str(state)])
+    assert result.exit_code == 0, result.output
+    assert "everything verifies" in result.output
+
+
+def test_verify_reports_an_altered_score_and_a_doctored_leaderboard(server, people, ctx, tmp_path):
+    state = tmp_path / "verify-state.json"
+    for model in (1, 2):
+        finalize(server.url, people, model)
+    assert verify(server.url, state, Console()).problems == []
+    with ctx.db.write_connection() as conn:
+        row = conn.execute(select(LogEntry.entry).where(LogEntry.leaf_index == 1)).one()
+        doctored = json.loads(json.dumps(row.entry))
+        doctored["consensus"]["score"] = 0.99
+        conn.execute(update(LogEntry).where(LogEntry.leaf_index == 1).values(entry=doctored))
+        conn.execute(
+            update(LeaderboardEntry).where(LeaderboardEntry.model_id == 1).values(score=0.9)
+        )
+    found = [str(p) for p in verify(server.url, state, Console()).problems]
+    assert "entry 1: content does not hash to its leaf (altered)" in found
+    assert any(
+        p.startswith("leaderboard arith, model 1: score 0.900000 != 0.500000") for p in found
+    )
+    result = CliRunner().invoke(cli, ["verify", "--server", server.url, "--state", str(state)])
+    assert result.exit_code == 1
+    assert "mismatch: entry 1" in result.output
+
+
+def test_verify_reports_a_rewritten_history(server, people, ctx, tmp_path):
+    state = tmp_path / "verify-state.json"
+    finalize(server.url, people, 1)
+    assert verify(server.url, state, Console()).problems == []
+    # The operator swaps the first head's root (and re-signs nothing): the head that
+    # the verifier saw before no longer matches what the server now proves.
+    with ctx.db.write_connection() as conn:
+        conn.execute(update(TreeHead).where(TreeHead.size == 1).values(root="ab" * 32))
+        conn.execute(update(LogEntry).where(LogEntry.leaf_index == 0).values(leaf_hash="ab" * 32))
+    found = [str(p) for p in verify(server.url, state, Console()).problems]
+    assert any("signature does not verify" in p for p in found)
+    assert "entry 0: content does not hash to its leaf (altered)" in found

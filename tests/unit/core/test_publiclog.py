@@ -1,0 +1,143 @@
+"""The checks ``quorumbench verify`` runs on a downloaded log, against tampering."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from quorumbench.core.merkle import root
+from quorumbench.core.publiclog import (
+    check_log,
+    entry_leaf,
+    frontier_append,
+    frontier_root,
+    head_message,
+    leaderboard_from_log,
+)
+
+KEY = Ed25519PrivateKey.generate()
+KEY_ID = "k1"
+
+
+def verify_sig(message: bytes, signature: str, key_id: str) -> bool:
+    try:
+        KEY.public_key().verify(bytes.fromhex(signature), message)
+    except InvalidSignature:
+        return False
+    return key_id == KEY_ID
+
+
+def entry(i: int, score: float = 0.5) -> dict:
+    return {
+        "task": {
+            "id": i,
+            "model": {"id": i % 3, "ref": f"hf:o/m{i % 3}@{'0' * 40}"},
+            "benchmark": {"name": "arith", "version": 1, "dataset_sha256": "d" * 64},
+            "n_samples": 2,
+            "sample_ids": [f"s{i}a", f"s{i}b"],
+        },
+        "results": [{"id": 10 * i + k, "score": score} for k in range(3)],
+        "consensus": {"status": "DONE", "score": score, "sample_consensus": [score, score]},
+    }
+
+
+def rows(entries: list[dict]) -> list[dict]:
+    return [
+        {"index": i, "leaf_hash": entry_leaf(e).hex(), "entry": e} for i, e in enumerate(entries)
+    ]
+
+
+def head(entries: list[dict], size: int | None = None, *, key=KEY) -> dict:
+    size = len(entries) if size is None else size
+    root_hex = root([entry_leaf(e) for e in entries[:size]]).hex()
+    ts = f"2026-11-23T00:00:{size:02d}+00:00"
+    sig = key.sign(head_message(size, root_hex, ts, KEY_ID)).hex()
+    return {"size": size, "root": root_hex, "timestamp": ts, "key_id": KEY_ID, "signature": sig}
+
+
+@pytest.fixture
+def log() -> list[dict]:
+    return [entry(i) for i in range(7)]
+
+
+def problems(served: list[dict], newest: dict, seen: list[dict] = ()) -> list[str]:
+    return [str(p) for p in check_log(served, newest, verify_sig, seen)]
+
+
+def test_an_honest_log_verifies(log) -> None:
+    assert problems(rows(log), head(log), [head(log, 3), head(log, 5)]) == []
+
+
+def test_a_single_altered_score_is_found(log) -> None:
+    served = rows(log)
+    served[4]["entry"] = copy.deepcopy(served[4]["entry"])
+    served[4]["entry"]["consensus"]["score"] = 0.9
+    found = problems(served, head(log))
+    assert "entry 4: content does not hash to its leaf (altered)" in found
+    # re-hashing the altered entry instead only moves the mismatch to the root
+    served[4]["leaf_hash"] = entry_leaf(served[4]["entry"]).hex()
+    assert problems(served, head(log)) == ["tree head size 7: root differs from the entries'"]
+
+
+def test_a_dropped_entry_is_found(log) -> None:
+    served = rows(log)
+    del served[2]
+    found = problems(served, head(log))
+    assert "log: 6 entries served, the head says 7" in found
+    assert any("reordered" in p for p in found)  # every later index is off by one
+
+
+def test_a_reordered_entry_is_found(log) -> None:
+    served = rows(log)
+    served[1], served[2] = served[2], served[1]
+    found = problems(served, head(log))
+    assert "entry 1: served as index 2 (reordered?)" in found
+    assert "tree head size 7: root differs from the entries'" in found
+
+
+def test_a_forged_signature_is_found(log) -> None:
+    forged = head(log, key=Ed25519PrivateKey.generate())
+    assert problems(rows(log), forged) == ["tree head size 7: signature does not verify"]
+    tampered = dict(head(log), size=6)  # a real signature over other values
+    assert "tree head size 6: signature does not verify" in problems(rows(log)[:6], tampered)
+
+
+def test_a_rewritten_history_is_found(log) -> None:
+    seen = [head(log, 4)]
+    rewritten = list(log)
+    rewritten[1] = entry(1, score=0.1)
+    found = problems(rows(rewritten), head(rewritten), seen)
+    assert found == ["tree head size 4: history rewritten: entries differ"]
+
+
+def test_two_heads_of_one_size_with_different_roots_are_a_split_view(log) -> None:
+    other = list(log)
+    other[6] = entry(99)
+    found = problems(rows(log), head(log), [head(other)])
+    assert "tree head size 7: two roots for one size" in found
+
+
+def test_a_log_that_shrank_is_found(log) -> None:
+    found = problems(rows(log[:5]), head(log, 5), [head(log, 7)])
+    assert "tree head size 7: the log shrank since" in found
+
+
+def test_the_compact_range_gives_the_tree_root_at_every_size() -> None:
+    leaves = [entry_leaf(entry(i)) for i in range(40)]
+    frontier: list = []
+    assert frontier_root(frontier) == root([])
+    for n, leaf in enumerate(leaves, start=1):
+        frontier = frontier_append(frontier, leaf)
+        assert frontier_root(frontier) == root(leaves[:n])
+        assert len(frontier) == bin(n).count("1")
+
+
+def test_the_leaderboard_is_recomputed_from_done_entries_only(log) -> None:
+    entries = [*log, dict(entry(50), consensus={"status": "DISPUTED", "score": None})]
+    board = leaderboard_from_log(rows(entries))
+    acc, stats = board[(0, "arith")]
+    assert acc.n_tasks == 3 and acc.n_samples == 6  # tasks 0, 3, 6
+    assert stats.score == pytest.approx(0.5)
