@@ -333,15 +333,21 @@ def verify_command(
             "$XDG_STATE_HOME/quorumbench/verify/<server>.json.",
         ),
     ] = None,
+    datasets_dir: DatasetsDir = None,
 ) -> None:
     """Check a server's public log and leaderboard; exit 1 on any mismatch."""
     from quorumbench.cli.verify_cmd import default_state_file, verify
+    from quorumbench.settings import get_settings
 
-    report = verify(server, state or default_state_file(server), console)
+    data = datasets_dir or get_settings().datasets_dir
+    report = verify(server, state or default_state_file(server), console, data)
     console.print(
         f"log size {report.size}: {report.entries} entries, {report.heads_checked} tree "
-        f"head(s) and {report.rows_compared} leaderboard rows checked"
+        f"head(s), {report.rows_compared} leaderboard rows and the sample ids of "
+        f"{report.samples_checked} tasks checked"
     )
+    for reason, count in sorted(report.samples_unchecked.items()):
+        console.print(f"sample ids not re-derived for {count} task(s): {reason}")
     for problem in report.problems:
         err_console.print(f"[bold red]mismatch:[/] {problem}", highlight=False, soft_wrap=True)
     if report.problems:

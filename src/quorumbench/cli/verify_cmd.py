@@ -51,6 +51,9 @@ class Report:
     size: int = 0
     heads_checked: int = 0
     rows_compared: int = 0
+    samples_checked: int = 0
+    samples_unchecked: dict[str, int] = field(default_factory=dict)
+    """Entries whose sample ids could not be re-derived here, by reason."""
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -84,16 +87,20 @@ def _signature_checker(public_hex: str, key_id: str) -> Any:
     return check
 
 
-def verify(server_url: str, state_file: Path, console: Console) -> Report:
+def verify(
+    server_url: str, state_file: Path, console: Console, datasets_dir: Path | None = None
+) -> Report:
     """Run every check against ``server_url``; the state file is updated at the end."""
     server = _Server(server_url)
     try:
-        return _verify(server, state_file, console)
+        return _verify(server, state_file, console, datasets_dir)
     finally:
         server.client.close()
 
 
-def _verify(server: _Server, state_file: Path, console: Console) -> Report:
+def _verify(
+    server: _Server, state_file: Path, console: Console, datasets_dir: Path | None
+) -> Report:
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
     report = Report()
     key = server.get("/v0/log/key")
@@ -127,6 +134,7 @@ def _verify(server: _Server, state_file: Path, console: Console) -> Report:
     if entries and len(entries) == head["size"]:
         _check_inclusion(server, entries[-1], head, report)
     _check_leaderboard(server, entries, report)
+    _check_samples(server, entries, report, datasets_dir)
     if not any(p.where in ("log key",) for p in report.problems):
         state_file.parent.mkdir(parents=True, exist_ok=True)
         heads = [h for h in seen if h["size"] != head["size"]] + [head]
@@ -197,3 +205,59 @@ def _check_leaderboard(server: _Server, entries: list[dict[str, Any]], report: R
 
 def _server_benchmarks(server: _Server) -> set[str]:
     return {b["name"] for b in server.get("/v0/benchmarks") if b.get("active", True)}
+
+
+def _check_samples(
+    server: _Server, entries: list[dict[str, Any]], report: Report, datasets_dir: Path | None
+) -> None:
+    """Re-derive each task's sample ids from its epoch's revealed seed and local data."""
+    from quorumbench.benchmarks import load_benchmark
+    from quorumbench.core.sampling import sample_ids
+    from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext
+
+    seeds: dict[int, str | None] = {}
+    benches: dict[str, Benchmark | None] = {}
+    context = BenchmarkContext(datasets_dir=datasets_dir)
+
+    def skip(reason: str) -> None:
+        report.samples_unchecked[reason] = report.samples_unchecked.get(reason, 0) + 1
+
+    for row in entries:
+        task = row["entry"]["task"]
+        epoch_id = task["epoch"]
+        if epoch_id not in seeds:
+            epoch = server.get(f"/v0/epochs/{epoch_id}")
+            seeds[epoch_id] = epoch["seed"]
+            if epoch["seed"] is not None and sha256_hex(epoch["seed"]) != epoch["seed_commitment"]:
+                report.problems.append(
+                    Problem(f"epoch {epoch_id}", "revealed seed does not match its commitment")
+                )
+        seed = seeds[epoch_id]
+        if seed is None:
+            skip("epoch not over, seed not revealed yet")
+            continue
+        spec = task["benchmark"]
+        name = spec["name"]
+        if name not in benches:
+            try:
+                benches[name] = load_benchmark(name, context)
+            except QuorumError:
+                benches[name] = None
+        bench = benches[name]
+        if bench is None:
+            skip(f"benchmark {name} not available here")
+            continue
+        if (bench.version, bench.dataset_sha256) != (spec["version"], spec["dataset_sha256"]):
+            skip(f"benchmark {name}: other version or data here")
+            continue
+        expected = sample_ids(
+            bench.dataset_sha256, bench.version, seed, task["n_samples"], bench.sample_ids()
+        )
+        report.samples_checked += 1
+        if expected != task["sample_ids"]:
+            report.problems.append(
+                Problem(
+                    f"entry {row['index']}",
+                    f"sample ids are not the ones epoch {epoch_id}'s seed gives for {name}",
+                )
+            )

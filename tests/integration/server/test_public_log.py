@@ -21,9 +21,10 @@ from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.app import app as cli
 from quorumbench.cli.verify_cmd import verify
-from quorumbench.core.merkle import verify_consistency, verify_inclusion
-from quorumbench.core.publiclog import entry_leaf
+from quorumbench.core.merkle import root, verify_consistency, verify_inclusion
+from quorumbench.core.publiclog import entry_leaf, head_message
 from quorumbench.db.models import LeaderboardEntry, LogEntry, TreeHead
+from quorumbench.services import publiclog
 
 from .conftest import fake_metadata, hub_ref
 
@@ -154,3 +155,41 @@ def test_verify_reports_a_rewritten_history(server, people, ctx, tmp_path):
     found = [str(p) for p in verify(server.url, state, Console()).problems]
     assert any("signature does not verify" in p for p in found)
     assert "entry 0: content does not hash to its leaf (altered)" in found
+
+
+def test_verify_rederives_sample_ids_once_the_epoch_is_over(server, people, ctx, clock, tmp_path):
+    finalize(server.url, people, 1)
+    finalize(server.url, people, 2)
+    early = verify(server.url, tmp_path / "a.json", Console())
+    assert early.samples_checked == 0
+    assert early.samples_unchecked == {"epoch not over, seed not revealed yet": 2}
+    clock.advance(2 * 3600)  # the epoch has ended: its seed is public
+    honest = verify(server.url, tmp_path / "b.json", Console())
+    assert honest.problems == [] and honest.samples_checked == 2
+
+    # An operator holding the log key rewrites entry 0 with other samples and signs a
+    # whole new history: hashes and signatures all hold, the samples give it away.
+    signer = publiclog.signer_for(ctx)
+    with ctx.db.write_connection() as conn:
+        rows = conn.execute(select(LogEntry).order_by(LogEntry.leaf_index)).all()
+        forged = json.loads(json.dumps(rows[0].entry))
+        forged["task"]["sample_ids"] = list(reversed(forged["task"]["sample_ids"]))
+        contents = [forged] + [r.entry for r in rows[1:]]
+        leaves = [entry_leaf(e) for e in contents]
+        conn.execute(
+            update(LogEntry)
+            .where(LogEntry.leaf_index == 0)
+            .values(entry=forged, leaf_hash=leaves[0].hex())
+        )
+        for size in (1, 2):
+            root_hex = root(leaves[:size]).hex()
+            head = conn.execute(select(TreeHead).where(TreeHead.size == size)).one()
+            message = head_message(size, root_hex, head.timestamp, head.key_id)
+            conn.execute(
+                update(TreeHead)
+                .where(TreeHead.size == size)
+                .values(root=root_hex, signature=signer.sign(message))
+            )
+    found = [str(p) for p in verify(server.url, tmp_path / "c.json", Console()).problems]
+    epoch = forged["task"]["epoch"]
+    assert found == [f"entry 0: sample ids are not the ones epoch {epoch}'s seed gives for arith"]
