@@ -148,6 +148,12 @@ class InvalidSubmissionError(QuorumError):
     code = "invalid-submission"
 
 
+class SignatureError(InvalidSubmissionError):
+    """A result's signature is missing, unknown, revoked, stale or does not verify."""
+
+    code = "invalid-signature"
+
+
 class RegistrationError(QuorumError):
     code = "registration-refused"
 

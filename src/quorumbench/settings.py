@@ -183,6 +183,11 @@ class RunnerSettings(BaseSettings):
         30.0, gt=0, description="Longest wait between pulls while the server has no work."
     )
     request_timeout_s: float = Field(30.0, gt=0, description="Timeout of one HTTP request.")
+    key_file: Path | None = Field(
+        None,
+        description="Ed25519 key the runner signs results with (`quorumbench runner init` "
+        "makes it); unset means $XDG_CONFIG_HOME/quorumbench/runner-keys/<name>.key.",
+    )
     openai_api_key: SecretStr | None = Field(
         None,
         description="Key for tasks whose model is an openai: endpoint; never printed, "

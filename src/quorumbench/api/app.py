@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from quorumbench import __version__
 from quorumbench.api import problems
 from quorumbench.api.deps import install_hot_path
-from quorumbench.api.routes import board, leases, models
+from quorumbench.api.routes import board, leases, models, runners
 from quorumbench.api.routes import log as public_log
 from quorumbench.services.context import ServerContext
 from quorumbench.services.scheduler import tick
@@ -81,7 +81,7 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
-    for router in (models.router, leases.router, board.router, public_log.router):
+    for router in (models.router, leases.router, board.router, public_log.router, runners.router):
         app.include_router(router)
 
     @app.get("/v0/health", tags=["meta"])

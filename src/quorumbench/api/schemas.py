@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from quorumbench.services.results import ResultPayload
+from quorumbench.services.runner_keys import ResultSignature
 
 
 class _Out(BaseModel):
@@ -94,6 +95,9 @@ class SubmitIn(BaseModel):
 
     attempt: int
     result: ResultPayload
+    signature: ResultSignature = Field(
+        description="The runner's Ed25519 signature over the result (see docs/server.md)."
+    )
     next_pull_key: PullKey | None = Field(
         None,
         description="Also pull the next task, with this idempotency key (see ``next``).",
@@ -130,3 +134,17 @@ class LeaderboardOut(BaseModel):
     limit: int
     offset: int
     rows: list[LeaderboardRowOut]
+
+
+class RunnerKeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    public_key: str = Field(description="Raw 32-byte Ed25519 public key, hex.")
+
+
+class RunnerKeyOut(BaseModel):
+    key_id: str
+    public_key: str
+    runner_id: int
+    created_at: datetime
+    revoked_at: datetime | None

@@ -343,9 +343,11 @@ def verify_command(
     report = verify(server, state or default_state_file(server), console, data)
     console.print(
         f"log size {report.size}: {report.entries} entries, {report.heads_checked} tree "
-        f"head(s), {report.rows_compared} leaderboard rows and the sample ids of "
-        f"{report.samples_checked} tasks checked"
+        f"head(s), {report.rows_compared} leaderboard rows, {report.signatures_checked} "
+        f"runner signatures and the sample ids of {report.samples_checked} tasks checked"
     )
+    if report.unsigned_results:
+        console.print(f"{report.unsigned_results} result(s) in the log carry no signature")
     for reason, count in sorted(report.samples_unchecked.items()):
         console.print(f"sample ids not re-derived for {count} task(s): {reason}")
     for problem in report.problems:

@@ -33,10 +33,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
+from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from quorumbench.errors import ConfigError, ConflictError, QuorumError
+from quorumbench.runner.client import ServerClient
+from quorumbench.runner.keys import create_key
 
 ADMIN = "demo-admin"
 VOLUNTEERS = ("alice", "bob", "carol")
@@ -285,6 +288,10 @@ def _runners(
     started: list[RunnerProcess] = []
     try:
         for account, token in tokens.items():
+            # What `quorumbench runner init` does: a signing key, registered.
+            key = create_key(logs / "keys" / f"{account}.key")
+            with ServerClient(url, SecretStr(token), f"{account}-demo") as client:
+                client.register_key(key)
             env = dict(os.environ)
             env.update(
                 QB_RUNNER_TOKEN=token,  # through the environment: never on a command line
@@ -302,6 +309,8 @@ def _runners(
                 url,
                 "--name",
                 f"{account}-demo",
+                "--key-file",
+                str(key.path),
                 "--device",
                 "cpu",
             ]

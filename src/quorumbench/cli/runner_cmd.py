@@ -18,37 +18,108 @@ runner_app = typer.Typer(
 )
 
 
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="QB_RUNNER_SERVER_URL",
+        help="Server URL (default http://127.0.0.1:8000).",
+        show_default=False,
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="QB_RUNNER_TOKEN",
+        help="API token with task:pull and task:submit (prefer the environment variable; "
+        "never printed).",
+        show_default=False,
+        show_envvar=True,
+    ),
+]
+NameOption = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        envvar="QB_RUNNER_NAME",
+        help="Runner name within the account (default: the host name).",
+        show_default=False,
+    ),
+]
+KeyFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--key-file",
+        envvar="QB_RUNNER_KEY_FILE",
+        dir_okay=False,
+        help="Signing key file (default $XDG_CONFIG_HOME/quorumbench/runner-keys/<name>.key).",
+        show_default=False,
+    ),
+]
+
+
+@runner_app.command("init")
+def init_command(
+    server: ServerOption = None,
+    token: TokenOption = None,
+    name: NameOption = None,
+    key_file: KeyFileOption = None,
+    rotate: Annotated[
+        bool,
+        typer.Option("--rotate", help="Make a new key even if one exists (the old is revoked)."),
+    ] = False,
+) -> None:
+    """Make this runner's Ed25519 signing key (mode 0600) and register it with the server."""
+    from quorumbench.cli.app import console, handle_errors  # app.py imports this module
+
+    given = {"server_url": server, "token": token, "name": name, "key_file": key_file}
+    overrides = {key: value for key, value in given.items() if value is not None}
+    handle_errors(_init)(overrides, rotate, console)
+
+
+def _init(overrides: dict[str, Any], rotate: bool, console: Console) -> None:
+    from quorumbench.errors import ConfigError
+    from quorumbench.runner.client import ServerClient
+    from quorumbench.runner.keys import create_key, default_key_file
+
+    settings = _settings(overrides)
+    if settings.token is None:
+        raise ConfigError("no API token: pass --token or set QB_RUNNER_TOKEN")
+    path = settings.key_file or default_key_file(settings.name)
+    existed = path.exists()
+    key = create_key(path, replace=rotate)
+    with ServerClient(settings.server_url, settings.token, settings.name) as client:
+        registered = client.register_key(key)
+    made = "made a new key" if rotate or not existed else "kept the existing key"
+    console.print(
+        f"runner {settings.name!r}: {made} at {path}; registered with {settings.server_url} "
+        f"as {registered['key_id']}",
+        highlight=False,
+    )
+
+
+def _settings(overrides: dict[str, Any]) -> Any:
+    from pydantic import ValidationError
+
+    from quorumbench.errors import ConfigError
+    from quorumbench.settings import RunnerSettings
+
+    try:
+        return RunnerSettings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False)
+        )
+        raise ConfigError(f"invalid runner settings: {problems}") from None
+
+
 @runner_app.command("start")
 def start_command(
-    server: Annotated[
-        str | None,
-        typer.Option(
-            "--server",
-            envvar="QB_RUNNER_SERVER_URL",
-            help="Server URL (default http://127.0.0.1:8000).",
-            show_default=False,
-        ),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            envvar="QB_RUNNER_TOKEN",
-            help="API token with task:pull and task:submit (prefer the environment variable; "
-            "never printed).",
-            show_default=False,
-            show_envvar=True,
-        ),
-    ] = None,
-    name: Annotated[
-        str | None,
-        typer.Option(
-            "--name",
-            envvar="QB_RUNNER_NAME",
-            help="Runner name within the account (default: the host name).",
-            show_default=False,
-        ),
-    ] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+    name: NameOption = None,
+    key_file: KeyFileOption = None,
     once: Annotated[
         bool, typer.Option("--once", help="Do one task (or find none), then exit.")
     ] = False,
@@ -103,6 +174,7 @@ def start_command(
         "server_url": server,
         "token": token,
         "name": name,
+        "key_file": key_file,
         "datasets_dir": datasets_dir,
         "cache_dir": cache_dir,
         "device": device,
@@ -114,19 +186,9 @@ def start_command(
 
 
 def _start(overrides: dict[str, Any], once: bool, console: Console) -> int:
-    from pydantic import ValidationError
-
-    from quorumbench.errors import ConfigError
     from quorumbench.runner.loop import build_runner, stop_on_signals
-    from quorumbench.settings import RunnerSettings
 
-    try:
-        settings = RunnerSettings(**overrides)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False)
-        )
-        raise ConfigError(f"invalid runner settings: {problems}") from None
+    settings = _settings(overrides)
     stop = threading.Event()
     try:
         with (

@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
 from rich.console import Console
 from rich.progress import Progress
 
@@ -30,6 +32,7 @@ from quorumbench.core.publiclog import (
     Problem,
     check_consistency_proof,
     check_log,
+    check_result_signatures,
     entry_leaf,
     leaderboard_from_log,
 )
@@ -51,6 +54,8 @@ class Report:
     size: int = 0
     heads_checked: int = 0
     rows_compared: int = 0
+    signatures_checked: int = 0
+    unsigned_results: int = 0
     samples_checked: int = 0
     samples_unchecked: dict[str, int] = field(default_factory=dict)
     """Entries whose sample ids could not be re-derived here, by reason."""
@@ -70,6 +75,15 @@ class _Server:
         if response.status_code != 200:
             raise QuorumError(f"{self.url}{path} answered HTTP {response.status_code}")
         return response.json()
+
+
+def _runner_signature_holds(message: bytes, signature_hex: str, public_hex: str) -> bool:
+    """libsodium's verification (strict: small-order points, non-canonical S refused)."""
+    try:
+        VerifyKey(bytes.fromhex(public_hex)).verify(message, bytes.fromhex(signature_hex))
+    except (BadSignatureError, ValueError, TypeError):
+        return False
+    return True
 
 
 def _signature_checker(public_hex: str, key_id: str) -> Any:
@@ -135,6 +149,11 @@ def _verify(
         _check_inclusion(server, entries[-1], head, report)
     _check_leaderboard(server, entries, report)
     _check_samples(server, entries, report, datasets_dir)
+    problems, report.unsigned_results = check_result_signatures(entries, _runner_signature_holds)
+    report.problems += problems
+    report.signatures_checked = (
+        sum(len(row["entry"]["results"]) for row in entries) - report.unsigned_results
+    )
     if not any(p.where in ("log key",) for p in report.problems):
         state_file.parent.mkdir(parents=True, exist_ok=True)
         heads = [h for h in seen if h["size"] != head["size"]] + [head]

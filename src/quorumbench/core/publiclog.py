@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from quorumbench.core.canonical import canonical_json
+from quorumbench.core.canonical import canonical_json, sha256_hex
 from quorumbench.core.leaderboard import Accumulator, interval
 from quorumbench.core.merkle import (
     ProofError,
@@ -23,8 +23,20 @@ from quorumbench.core.merkle import (
     root,
     verify_consistency,
 )
+from quorumbench.core.signing import result_digest, result_message
 
 LOG_NAME = "quorumbench-log/v1"
+PAYLOAD_FIELDS = (
+    "score",
+    "n",
+    "sample_scores",
+    "sample_output_hashes",
+    "outputs_sha256",
+    "runtime_s",
+    "hardware",
+    "model_revision",
+)
+"""A result's submitted fields besides the task's id and sample ids (in every entry)."""
 
 
 def entry_leaf(entry: Mapping[str, Any]) -> bytes:
@@ -117,6 +129,53 @@ def check_log(
                 Problem(f"tree head size {h['size']}", "history rewritten: entries differ")
             )
     return problems
+
+
+def check_result_signatures(
+    entries: Sequence[Mapping[str, Any]], verify: Callable[[bytes, str, str], bool]
+) -> tuple[list[Problem], int]:
+    """Check every result's runner signature in ``entries``; (problems, unsigned results).
+
+    The signed message is rebuilt from the entry alone (core/signing.py);
+    ``verify(message, signature_hex, public_key_hex)`` says whether it holds.
+    """
+    problems: list[Problem] = []
+    unsigned = 0
+    for row in entries:
+        entry = row["entry"]
+        task, bench = entry["task"], entry["task"]["benchmark"]
+        for result in entry["results"]:
+            where = f"entry {row.get('index')}, result {result.get('id')}"
+            sig = result.get("signature")
+            if sig is None:
+                unsigned += 1
+                continue
+            if sha256_hex(bytes.fromhex(sig["public_key"])) != sig["key_id"]:
+                problems.append(Problem(where, "key id is not the hash of the public key"))
+                continue
+            payload = {
+                "task_id": task["id"],
+                "sample_ids": task["sample_ids"],
+                **{name: result[name] for name in PAYLOAD_FIELDS},
+            }
+            digest = result_digest(payload)
+            if digest != result["payload_sha256"]:
+                problems.append(Problem(where, "its fields do not hash to its payload_sha256"))
+                continue
+            message = result_message(
+                task_id=task["id"],
+                lease_id=result["lease_id"],
+                attempt=result["attempt"],
+                model_ref=task["model"]["ref"],
+                benchmark=bench["name"],
+                benchmark_version=bench["version"],
+                dataset_sha256=bench["dataset_sha256"],
+                result_sha256=digest,
+                signed_at=sig["signed_at"],
+            )
+            if not verify(message, sig["value"], sig["public_key"]):
+                problems.append(Problem(where, "the runner's signature does not verify"))
+    return problems, unsigned
 
 
 def check_consistency_proof(

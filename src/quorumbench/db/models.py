@@ -225,6 +225,11 @@ class Result(Base):
     counted: Mapped[bool] = mapped_column(Boolean, default=True)
     outlier: Mapped[bool] = mapped_column(Boolean, default=False)
     submitted_at: Mapped[datetime]
+    model_revision: Mapped[str | None] = mapped_column(String(200))
+    key_id: Mapped[str | None] = mapped_column(String(64))
+    """The runner key that signed it (None only for rows from before signatures)."""
+    signed_at: Mapped[str | None] = mapped_column(String(40))
+    signature: Mapped[str | None] = mapped_column(String(128))
 
 
 class ConsensusOutcome(Base):
@@ -331,3 +336,20 @@ class LogState(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     size: Mapped[int] = mapped_column(Integer)
     frontier: Mapped[list[Any]]
+
+
+class RunnerKey(Base):
+    """An Ed25519 public key a runner signs its results with (services/runner_keys.py).
+
+    Registering a new key for a runner revokes its previous ones (rotation); a
+    revoked key signs nothing the server accepts from then on.
+    """
+
+    __tablename__ = "runner_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    runner_id: Mapped[int] = mapped_column(ForeignKey("runners.id"), index=True)
+    key_id: Mapped[str] = mapped_column(String(64), unique=True)
+    public_key: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]

@@ -35,6 +35,7 @@ from tenacity import (
 
 from quorumbench import __version__, errors
 from quorumbench.errors import ServerUnavailableError
+from quorumbench.runner.keys import RunnerKey
 
 log = logging.getLogger("quorumbench.runner")
 
@@ -131,9 +132,12 @@ class ServerClient:
         backoff_max_s: float = 8.0,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        key: RunnerKey | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.runner = runner
+        self.key = key
+        """Signs every submission; the server refuses unsigned results."""
         self._max_attempts = max(1, max_attempts)
         self._pull_key: str | None = None
         """The key of a pull whose outcome is unknown (it failed with no answer)."""
@@ -263,14 +267,26 @@ class ServerClient:
         )
 
     def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """Submit the result of ``lease``; retries resend the identical bytes."""
-        content = encode_submission(lease, payload)
+        """Submit the result of ``lease``, signed; retries resend the identical bytes."""
+        signature = (
+            self.key.sign_result(lease.task, lease.lease_id, lease.attempt, payload)
+            if self.key is not None
+            else None
+        )
+        content = encode_submission(lease, payload, signature)
         response = self._request(
             "POST",
             f"/v0/leases/{lease.lease_id}/result",
             params={"runner": self.runner},
             content=content,
         )
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    def register_key(self, key: RunnerKey) -> dict[str, Any]:
+        """Register ``key`` as this runner's signing key (the server revokes older ones)."""
+        content = json.dumps({"public_key": key.public_hex}).encode()
+        response = self._request("POST", f"/v0/runners/{self.runner}/keys", content=content)
         answer: dict[str, Any] = response.json()
         return answer
 
@@ -285,9 +301,13 @@ class ServerClient:
         return rows
 
 
-def encode_submission(lease: Lease, payload: Mapping[str, Any]) -> bytes:
+def encode_submission(
+    lease: Lease, payload: Mapping[str, Any], signature: Mapping[str, str] | None = None
+) -> bytes:
     """The request body of a submission: deterministic JSON, NaN refused."""
-    body = {"attempt": lease.attempt, "result": dict(payload)}
+    body: dict[str, Any] = {"attempt": lease.attempt, "result": dict(payload)}
+    if signature is not None:
+        body["signature"] = dict(signature)
     return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 

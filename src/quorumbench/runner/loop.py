@@ -45,6 +45,7 @@ from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext, Sample
 from quorumbench.evaluation.engine import EvalConfig, evaluate, select_samples
 from quorumbench.evaluation.results import RunResult
 from quorumbench.runner.client import Lease, ServerClient
+from quorumbench.runner.keys import default_key_file, load_key
 from quorumbench.settings import RunnerSettings
 
 log = logging.getLogger("quorumbench.runner")
@@ -456,7 +457,10 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
         ("http://127.0.0.1", "http://localhost", "http://[::1]")
     ):
         log.warning("the server URL %s is not HTTPS: the token travels in clear text", url)
-    client = ServerClient(url, settings.token, settings.name, timeout_s=settings.request_timeout_s)
+    key = load_key(settings.key_file or default_key_file(settings.name))
+    client = ServerClient(
+        url, settings.token, settings.name, timeout_s=settings.request_timeout_s, key=key
+    )
     evaluator = TaskEvaluator(
         datasets_dir=settings.datasets_dir,
         options=BackendOptions(

@@ -26,7 +26,17 @@ from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.consensus import Verdict
 from quorumbench.core.merkle import consistency_proof, inclusion_proof
 from quorumbench.core.publiclog import entry_leaf, frontier_append, frontier_root, head_message
-from quorumbench.db.models import Benchmark, LogEntry, LogState, Model, Result, Task, TreeHead
+from quorumbench.db.models import (
+    Benchmark,
+    Lease,
+    LogEntry,
+    LogState,
+    Model,
+    Result,
+    RunnerKey,
+    Task,
+    TreeHead,
+)
 from quorumbench.errors import ConfigError, NotFoundError
 from quorumbench.services.context import ServerContext
 
@@ -117,7 +127,20 @@ _RESULTS = (
         Result.counted,
         Result.outlier,
         Result.submitted_at,
+        Result.n,
+        Result.sample_output_hashes,
+        Result.runtime_s,
+        Result.hardware,
+        Result.model_revision,
+        Result.lease_id,
+        Lease.attempt,
+        Result.key_id,
+        RunnerKey.public_key,
+        Result.signed_at,
+        Result.signature,
     )
+    .join(Lease, Lease.id == Result.lease_id)
+    .outerjoin(RunnerKey, RunnerKey.key_id == Result.key_id)
     .where(Result.task_id == bindparam("task_id", type_=Integer))
     .order_by(Result.id)
 )
@@ -156,6 +179,21 @@ def log_entry(
                 "counted": r.counted,
                 "outlier": r.outlier,
                 "submitted_at": r.submitted_at.isoformat(),
+                "n": r.n,
+                "sample_output_hashes": r.sample_output_hashes,
+                "runtime_s": r.runtime_s,
+                "hardware": r.hardware,
+                "model_revision": r.model_revision,
+                "lease_id": r.lease_id,
+                "attempt": r.attempt,
+                "signature": None
+                if r.signature is None
+                else {
+                    "key_id": r.key_id,
+                    "public_key": r.public_key,
+                    "signed_at": r.signed_at,
+                    "value": r.signature,
+                },
             }
             for r in results
         ],

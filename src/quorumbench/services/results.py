@@ -18,13 +18,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
 
-from quorumbench.core.canonical import canonical_json, sha256_hex
 from quorumbench.core.consensus import Verdict, Vote, quorum_verdict
 from quorumbench.core.leaderboard import Accumulator, interval
+from quorumbench.core.signing import result_digest
 from quorumbench.db.models import (
+    Benchmark,
     ConsensusOutcome,
     LeaderboardEntry,
     Lease,
+    Model,
     Result,
     Runner,
     Task,
@@ -39,6 +41,7 @@ from quorumbench.queue.base import Claimant
 from quorumbench.services import publiclog
 from quorumbench.services.context import ServerContext
 from quorumbench.services.leaderboard import refresh_aggregate
+from quorumbench.services.runner_keys import ResultSignature, check_signature
 
 
 class ResultPayload(BaseModel):
@@ -58,7 +61,7 @@ class ResultPayload(BaseModel):
     model_revision: str | None = None
 
     def digest(self) -> str:
-        return sha256_hex(canonical_json(self.model_dump(mode="json")))
+        return result_digest(self.model_dump(mode="json"))
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ _LEASE = (
         Lease.round,
         Lease.state,
         Lease.expires_at,
+        Lease.leased_at,
         Task.n_samples,
         Task.sample_ids,
         Task.status,
@@ -108,9 +112,15 @@ _LEASE = (
         Task.benchmark_id,
         Task.finalized_at,
         Runner.suspended,
+        Model.ref.label("model_ref"),
+        Benchmark.name.label("benchmark_name"),
+        Benchmark.version.label("benchmark_version"),
+        Benchmark.dataset_sha256,
     )
     .join(Task, Task.id == Lease.task_id)
     .join(Runner, Runner.id == Lease.runner_id)
+    .join(Model, Model.id == Task.model_id)
+    .join(Benchmark, Benchmark.id == Task.benchmark_id)
     .where(Lease.id == bindparam("lease_id", type_=Integer))
 )
 """A lease with what a submission needs of its task and runner (one statement)."""
@@ -141,9 +151,19 @@ _COUNTED = (
 
 
 def submit_result(
-    ctx: ServerContext, claimant: Claimant, lease_id: int, attempt: int, payload: ResultPayload
+    ctx: ServerContext,
+    claimant: Claimant,
+    lease_id: int,
+    attempt: int,
+    payload: ResultPayload,
+    signature: ResultSignature | None = None,
 ) -> SubmitOutcome:
-    """Store a result under an active lease and update consensus; see module docstring."""
+    """Store a result under an active lease and update consensus; see module docstring.
+
+    ``signature`` is checked (services/runner_keys.py) before anything is stored; the
+    HTTP API requires one. In-process callers (tests, tools) may leave it out, and the
+    result is then stored unsigned.
+    """
     now = ctx.now()
     digest = payload.digest()
     with ctx.db.write_connection() as conn:
@@ -160,6 +180,8 @@ def submit_result(
             state = "expired" if lease.state == "ACTIVE" else lease.state.lower()
             raise LeaseExpiredError(f"lease {lease_id} is {state}; the result was not counted")
         _validate(payload, lease)
+        if signature is not None:
+            check_signature(conn, lease, digest, signature, now)
         open_task = lease.finalized_at is None
         # A suspended runner's late result is kept for the record but not counted.
         counted = not (lease.suspended and open_task)
@@ -182,6 +204,10 @@ def submit_result(
                 "counted": counted,
                 "outlier": False,
                 "submitted_at": now,
+                "model_revision": payload.model_revision,
+                "key_id": signature.key_id if signature else None,
+                "signed_at": signature.signed_at if signature else None,
+                "signature": signature.value if signature else None,
             },
         ).scalar_one()
         conn.execute(_SUBMITTED, {"lease_id": lease.id, "now": now})

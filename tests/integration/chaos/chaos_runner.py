@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
@@ -42,6 +43,7 @@ from quorumbench.evaluation.benchmark import Benchmark, Sample
 from quorumbench.evaluation.results import RunResult
 from quorumbench.runner import loop
 from quorumbench.runner.client import Lease, ServerClient
+from quorumbench.runner.keys import create_key
 from quorumbench.runner.loop import Prepared, Runner, TaskEvaluator, stop_on_signals
 
 WRONG_ANSWER = "#### -1"
@@ -200,6 +202,20 @@ class OracleEvaluator(TaskEvaluator):
         return super().run(prepared, backend, progress)
 
 
+def register_key(server: ServerClient, patience_s: float = 60.0) -> None:
+    """Register the runner's key, waiting out a server the chaos test has stopped."""
+    assert server.key is not None
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            server.register_key(server.key)
+            return
+        except ServerUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", required=True)
@@ -222,18 +238,18 @@ def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()
     journal = Journal(args.journal)
     journal.write({"kind": "start", "name": args.name})
-    client = JournaledClient(
-        ServerClient(
-            args.url,
-            token,
-            args.name,
-            timeout_s=args.timeout_s,
-            max_attempts=args.max_attempts,
-            backoff_initial_s=0.05,
-            backoff_max_s=0.5,
-        ),
-        journal,
+    server = ServerClient(
+        args.url,
+        token,
+        args.name,
+        timeout_s=args.timeout_s,
+        max_attempts=args.max_attempts,
+        backoff_initial_s=0.05,
+        backoff_max_s=0.5,
+        key=create_key(Path(f"{args.journal}.key")),  # kept across restarts of this runner
     )
+    register_key(server)
+    client = JournaledClient(server, journal)
     runner = Runner(
         client,
         OracleEvaluator(args.wrong_every, args.work_s),

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from pydantic import SecretStr
+from typer.testing import CliRunner
 
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
+from quorumbench.cli.app import app as cli
 from quorumbench.runner.loop import build_runner
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.settings import RunnerSettings, ServerSettings
@@ -34,7 +38,18 @@ def live(tmp_path, smollm2_gguf) -> Iterator[EmbeddedServer]:
         yield server
 
 
-def test_three_runners_reach_consensus_on_the_bundled_model(live, model_cache_dir):
+def init_runner(url: str, token: str, name: str, key_file: Path) -> None:
+    """``quorumbench runner init``: make the runner's key and register it."""
+    result = CliRunner().invoke(
+        cli,
+        ["runner", "init", "--server", url, "--name", name, "--key-file", str(key_file)],
+        env={"QB_RUNNER_TOKEN": token},
+    )
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+
+def test_three_runners_reach_consensus_on_the_bundled_model(live, model_cache_dir, tmp_path):
     ctx = live.app.state.context
     create_account(ctx, "admin", is_admin=True)
     admin = issue_token(ctx, "admin", scopes=("admin",)).token
@@ -54,11 +69,14 @@ def test_three_runners_reach_consensus_on_the_bundled_model(live, model_cache_di
 
         outcomes = []
         for name in RUNNERS:
+            key_file = tmp_path / f"{name}.key"
+            init_runner(live.url, tokens[name], f"{name}-box", key_file)
             settings = RunnerSettings(
                 _env_file=None,
                 server_url=live.url,
                 token=SecretStr(tokens[name]),
                 name=f"{name}-box",
+                key_file=key_file,
                 cache_dir=model_cache_dir,
                 device="cpu",
                 batch_size=2,
@@ -81,7 +99,11 @@ def test_three_runners_reach_consensus_on_the_bundled_model(live, model_cache_di
         # the model's owner (admin) is never offered its own model; the others are done
         with build_runner(
             RunnerSettings(
-                _env_file=None, server_url=live.url, token=SecretStr(tokens["r1"]), name="r1-box"
+                _env_file=None,
+                server_url=live.url,
+                token=SecretStr(tokens["r1"]),
+                name="r1-box",
+                key_file=tmp_path / "r1.key",
             )
         ) as runner:
             assert runner.run_once().status == "no-work"

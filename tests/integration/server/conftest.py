@@ -99,3 +99,16 @@ def people(ctx):
     tokens = {"admin": issue_token(ctx, "admin", scopes=("admin",)).token}
     tokens.update({name: issue_token(ctx, name).token for name in names})
     return tokens
+
+
+@pytest.fixture
+def api(ctx, people):
+    """The app in process (Starlette's TestClient) on ``ctx``, with fake model metadata."""
+    from fastapi.testclient import TestClient
+
+    from quorumbench.api.app import create_app
+
+    ctx.inspector = lambda ref: fake_metadata(ref, params=1000 if "big" not in ref else 10**12)
+    app = create_app(ctx.settings, context=ctx, run_scheduler=False)
+    with TestClient(app) as client:
+        yield client

@@ -11,15 +11,8 @@ from fastapi.testclient import TestClient
 from quorumbench.api.app import create_app
 from quorumbench.services.scheduler import tick
 
+from ..signing import Keyring
 from .conftest import fake_metadata, hub_ref
-
-
-@pytest.fixture
-def api(ctx, people):
-    ctx.inspector = lambda ref: fake_metadata(ref, params=1000 if "big" not in ref else 10**12)
-    app = create_app(ctx.settings, context=ctx, run_scheduler=False)
-    with TestClient(app) as client:
-        yield client
 
 
 def auth(token: str) -> dict[str, str]:
@@ -53,11 +46,19 @@ def payload(lease, score_per_sample):
     }
 
 
+def signed(api, people, who, lease, body):
+    """``body`` with the runner's signature over its result (made at the server's time)."""
+    if not hasattr(api, "keyring"):
+        api.keyring = Keyring(api.post, lambda: api.app.state.context.now())
+    body["signature"] = api.keyring.sign(people[who], f"{who}-box", lease, body["result"])
+    return body
+
+
 def submit(api, people, who, lease, score):
     return api.post(
         f"/v0/leases/{lease['lease_id']}/result",
         params={"runner": f"{who}-box"},
-        json=payload(lease, score),
+        json=signed(api, people, who, lease, payload(lease, score)),
         headers=auth(people[who]),
     )
 
@@ -205,7 +206,7 @@ def test_a_result_for_other_samples_is_rejected(api, people):
     response = api.post(
         f"/v0/leases/{lease['lease_id']}/result",
         params={"runner": "r1-box"},
-        json=body,
+        json=signed(api, people, "r1", lease, body),
         headers=auth(people["r1"]),
     )
     problem = assert_problem(response, 422, "invalid-submission", "sample_ids differ")
@@ -329,7 +330,7 @@ def test_an_outlier_runner_is_suspended_at_once_and_its_late_results_do_not_coun
 
 
 def submit_and_pull(api, people, who, lease, score, key, token=None):
-    body = payload(lease, score) | {"next_pull_key": key}
+    body = signed(api, people, who, lease, payload(lease, score)) | {"next_pull_key": key}
     return api.post(
         f"/v0/leases/{lease['lease_id']}/result",
         params={"runner": f"{who}-box"},

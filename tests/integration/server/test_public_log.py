@@ -26,6 +26,7 @@ from quorumbench.core.publiclog import entry_leaf, head_message
 from quorumbench.db.models import LeaderboardEntry, LogEntry, TreeHead
 from quorumbench.services import publiclog
 
+from ..signing import Keyring
 from .conftest import fake_metadata, hub_ref
 
 RUNNERS = ("r1", "r2", "r3")
@@ -38,14 +39,15 @@ def server(ctx, people):
         yield running
 
 
-def finalize(url: str, people: dict[str, str], model: int, score: float = 0.5) -> None:
-    """Register a model and let three runner accounts agree on its task."""
-    with httpx.Client(base_url=url, timeout=30) as client:
+def finalize(
+    server: EmbeddedServer, people: dict[str, str], model: int, score: float = 0.5
+) -> None:
+    """Register a model and let three runner accounts agree on its task (signed results)."""
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        keyring = Keyring(client.post, server.context.now)
         owner = {"Authorization": f"Bearer {people['owner']}"}
-        assert (
-            client.post("/v0/models", json={"ref": hub_ref(model)}, headers=owner).status_code
-            == 201
-        )
+        registered = client.post("/v0/models", json={"ref": hub_ref(model)}, headers=owner)
+        assert registered.status_code == 201
         for who in RUNNERS:
             auth = {"Authorization": f"Bearer {people[who]}"}
             lease = client.post("/v0/leases", json={"runner": who}, headers=auth).json()
@@ -60,10 +62,15 @@ def finalize(url: str, people: dict[str, str], model: int, score: float = 0.5) -
                 "outputs_sha256": "a" * 64,
                 "runtime_s": 1.0,
             }
+            body = {
+                "attempt": lease["attempt"],
+                "result": result,
+                "signature": keyring.sign(people[who], who, lease, result),
+            }
             answer = client.post(
                 f"/v0/leases/{lease['lease_id']}/result",
                 params={"runner": who},
-                json={"attempt": lease["attempt"], "result": result},
+                json=body,
                 headers=auth,
             )
             assert answer.status_code == 201, answer.text
@@ -71,7 +78,7 @@ def finalize(url: str, people: dict[str, str], model: int, score: float = 0.5) -
 
 def test_finalized_tasks_are_logged_with_signed_heads_and_valid_proofs(server, people, ctx):
     for model in (1, 2, 3):
-        finalize(server.url, people, model)
+        finalize(server, people, model)
     get = lambda path, **params: httpx.get(server.url + path, params=params).json()  # noqa: E731
     head = get("/v0/log/head")
     assert head["size"] == 3
@@ -107,10 +114,10 @@ def test_finalized_tasks_are_logged_with_signed_heads_and_valid_proofs(server, p
 def test_verify_passes_on_an_honest_server_and_remembers_what_it_saw(server, people, tmp_path):
     state = tmp_path / "verify-state.json"
     console = Console(record=True)
-    finalize(server.url, people, 1)
+    finalize(server, people, 1)
     first = verify(server.url, state, console)
     assert first.problems == [] and first.size == 1 and first.rows_compared == 1
-    finalize(server.url, people, 2, score=0.75)
+    finalize(server, people, 2, score=0.75)
     second = verify(server.url, state, console)
     assert second.problems == [] and second.size == 2 and second.heads_checked == 2
     saved = json.loads(state.read_text())
@@ -123,7 +130,7 @@ def test_verify_passes_on_an_honest_server_and_remembers_what_it_saw(server, peo
 def test_verify_reports_an_altered_score_and_a_doctored_leaderboard(server, people, ctx, tmp_path):
     state = tmp_path / "verify-state.json"
     for model in (1, 2):
-        finalize(server.url, people, model)
+        finalize(server, people, model)
     assert verify(server.url, state, Console()).problems == []
     with ctx.db.write_connection() as conn:
         row = conn.execute(select(LogEntry.entry).where(LogEntry.leaf_index == 1)).one()
@@ -145,7 +152,7 @@ def test_verify_reports_an_altered_score_and_a_doctored_leaderboard(server, peop
 
 def test_verify_reports_a_rewritten_history(server, people, ctx, tmp_path):
     state = tmp_path / "verify-state.json"
-    finalize(server.url, people, 1)
+    finalize(server, people, 1)
     assert verify(server.url, state, Console()).problems == []
     # The operator swaps the first head's root (and re-signs nothing): the head that
     # the verifier saw before no longer matches what the server now proves.
@@ -158,14 +165,15 @@ def test_verify_reports_a_rewritten_history(server, people, ctx, tmp_path):
 
 
 def test_verify_rederives_sample_ids_once_the_epoch_is_over(server, people, ctx, clock, tmp_path):
-    finalize(server.url, people, 1)
-    finalize(server.url, people, 2)
+    finalize(server, people, 1)
+    finalize(server, people, 2)
     early = verify(server.url, tmp_path / "a.json", Console())
     assert early.samples_checked == 0
     assert early.samples_unchecked == {"epoch not over, seed not revealed yet": 2}
     clock.advance(2 * 3600)  # the epoch has ended: its seed is public
     honest = verify(server.url, tmp_path / "b.json", Console())
     assert honest.problems == [] and honest.samples_checked == 2
+    assert honest.signatures_checked == 6 and honest.unsigned_results == 0
 
     # An operator holding the log key rewrites entry 0 with other samples and signs a
     # whole new history: hashes and signatures all hold, the samples give it away.
@@ -192,4 +200,33 @@ def test_verify_rederives_sample_ids_once_the_epoch_is_over(server, people, ctx,
             )
     found = [str(p) for p in verify(server.url, tmp_path / "c.json", Console()).problems]
     epoch = forged["task"]["epoch"]
-    assert found == [f"entry 0: sample ids are not the ones epoch {epoch}'s seed gives for arith"]
+    assert f"entry 0: sample ids are not the ones epoch {epoch}'s seed gives for arith" in found
+    # and the runners' signed results no longer match the task they claim to be about
+    assert sum("do not hash to its payload_sha256" in p for p in found) == 3
+    assert len(found) == 4
+
+
+def test_verify_reports_a_result_whose_score_was_changed_after_it_was_signed(
+    server, people, ctx, tmp_path
+):
+    # An operator holding the log key changes one runner's score and re-signs the
+    # tree heads: the log hangs together, but that runner never signed this score.
+    finalize(server, people, 1)
+    signer = publiclog.signer_for(ctx)
+    with ctx.db.write_connection() as conn:
+        row = conn.execute(select(LogEntry)).one()
+        forged = json.loads(json.dumps(row.entry))
+        forged["results"][1]["score"] = 0.0
+        leaf = entry_leaf(forged)
+        conn.execute(update(LogEntry).values(entry=forged, leaf_hash=leaf.hex()))
+        head = conn.execute(select(TreeHead).where(TreeHead.size == 1)).one()
+        root_hex = root([leaf]).hex()
+        message = head_message(1, root_hex, head.timestamp, head.key_id)
+        conn.execute(
+            update(TreeHead)
+            .where(TreeHead.size == 1)
+            .values(root=root_hex, signature=signer.sign(message))
+        )
+    found = [str(p) for p in verify(server.url, tmp_path / "s.json", Console()).problems]
+    result_id = forged["results"][1]["id"]
+    assert f"entry 0, result {result_id}: its fields do not hash to its payload_sha256" in found

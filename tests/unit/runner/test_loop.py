@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,7 @@ from quorumbench.errors import (
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import select_samples
 from quorumbench.runner.client import Lease
+from quorumbench.runner.keys import create_key, default_key_file, load_key
 from quorumbench.runner.loop import Runner, TaskEvaluator, build_runner, result_payload
 from quorumbench.settings import RunnerSettings
 
@@ -349,7 +351,14 @@ def test_result_payload_maps_the_run(arith):
     assert payload["outputs_sha256"] == result.outputs_sha256
 
 
-def test_build_runner_needs_a_token():
+@pytest.fixture
+def key_file(tmp_path, monkeypatch):
+    """A runner signing key where the runner looks for it by default."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return create_key(default_key_file("r1")).path
+
+
+def test_build_runner_needs_a_token(key_file):
     with pytest.raises(ConfigError, match="QB_RUNNER_TOKEN"):
         build_runner(RunnerSettings(_env_file=None, server_url="http://127.0.0.1:1"))
     settings = RunnerSettings(
@@ -357,10 +366,26 @@ def test_build_runner_needs_a_token():
     )
     with build_runner(settings) as runner:
         assert runner.client.runner == "r1"
+        assert runner.client.key is not None and runner.client.key.path == key_file
         assert "qb_x" not in repr(settings)
 
 
-def test_the_openai_key_reaches_the_backends_and_stays_masked(monkeypatch):
+def test_build_runner_needs_a_signing_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "empty"))
+    settings = RunnerSettings(
+        _env_file=None, server_url="http://127.0.0.1:1", token=SecretStr("qb_x"), name="r1"
+    )
+    with pytest.raises(ConfigError, match="quorumbench runner init"):
+        build_runner(settings)
+
+
+def test_a_key_file_others_can_read_is_refused(key_file):
+    key_file.chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        load_key(key_file)
+
+
+def test_the_openai_key_reaches_the_backends_and_stays_masked(monkeypatch, key_file):
     monkeypatch.setenv("QB_RUNNER_OPENAI_API_KEY", "sk-secret-123")
     settings = RunnerSettings(
         _env_file=None, server_url="http://127.0.0.1:1", token=SecretStr("qb_x"), name="r1"
@@ -393,6 +418,8 @@ class TestCommandLine:
             )
         for var in ("QB_RUNNER_TOKEN", "QB_RUNNER_SERVER_URL", "QB_RUNNER_NAME"):
             monkeypatch.delenv(var, raising=False)
+        key_dir = Path(tempfile.mkdtemp(prefix="qb-runner-key-"))
+        monkeypatch.setenv("QB_RUNNER_KEY_FILE", str(create_key(key_dir / "runner.key").path))
         monkeypatch.chdir(Path(__file__).parent)  # no .env here
         return CliRunner().invoke(app, ["runner", "start", *args])
 

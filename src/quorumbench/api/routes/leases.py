@@ -133,7 +133,7 @@ async def submit(
         if body.next_pull_key is not None:
             principal.require("task:pull")  # before anything is stored
         claimant = runner_for(ctx, principal, runner, allow_suspended=True)
-        outcome = submit_result(ctx, claimant, lease_id, body.attempt, body.result)
+        outcome = submit_result(ctx, claimant, lease_id, body.attempt, body.result, body.signature)
         out = SubmitOut(**outcome.__dict__)
         if body.next_pull_key is not None:
             out.next = _pull_next(ctx, principal, runner, body.next_pull_key)

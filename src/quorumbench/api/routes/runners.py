@@ -1,0 +1,44 @@
+"""Runners' signing keys: register (rotating out the old one), list, revoke, look up."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+
+from quorumbench.api.deps import Context, CurrentPrincipal
+from quorumbench.api.schemas import RunnerKeyIn, RunnerKeyOut
+from quorumbench.services import runner_keys
+
+router = APIRouter(prefix="/v0", tags=["runners"])
+
+
+@router.post(
+    "/runners/{runner}/keys", status_code=status.HTTP_201_CREATED, response_model=RunnerKeyOut
+)
+def register_key(
+    runner: str, body: RunnerKeyIn, ctx: Context, principal: CurrentPrincipal
+) -> RunnerKeyOut:
+    """Register this runner's Ed25519 public key (``task:submit``); older keys are revoked."""
+    principal.require("task:submit")
+    key = runner_keys.register_key(ctx, principal, runner, body.public_key)
+    return RunnerKeyOut(**key)
+
+
+@router.get("/runners/{runner}/keys", response_model=list[RunnerKeyOut])
+def list_keys(runner: str, ctx: Context, principal: CurrentPrincipal) -> list[RunnerKeyOut]:
+    """This account's runner's keys, revoked ones included (``task:submit``)."""
+    principal.require("task:submit")
+    return [RunnerKeyOut(**k) for k in runner_keys.runner_keys(ctx, principal, runner)]
+
+
+@router.delete("/runners/{runner}/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+def revoke_key(runner: str, key_id: str, ctx: Context, principal: CurrentPrincipal) -> Response:
+    """Revoke a key (``task:submit``): results it signs are refused from now on."""
+    principal.require("task:submit")
+    runner_keys.revoke_key(ctx, principal, runner, key_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/runner-keys/{key_id}", response_model=RunnerKeyOut)
+def get_key(key_id: str, ctx: Context) -> RunnerKeyOut:
+    """Any runner key by id (public: results in the log name the key that signed them)."""
+    return RunnerKeyOut(**runner_keys.public_key(ctx, key_id))
