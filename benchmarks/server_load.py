@@ -59,11 +59,15 @@ from typing import Any
 
 import httpx
 import psutil
+from nacl.signing import SigningKey
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from sqlalchemy import create_engine, delete, func, insert, select, text, update
 from sqlalchemy.engine import Engine, make_url
+
+from quorumbench.core.canonical import sha256_hex
+from quorumbench.core.signing import message_for_task, result_digest
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/qb_bench"
@@ -831,31 +835,60 @@ class PhaseStats:
         return n / self.window if self.window else math.nan
 
 
-def fixed_answer(task: dict[str, Any], attempt: int, pull_next: bool = False) -> bytes:
-    """A valid result for ``task``: its sample ids and the same answer from every runner.
+def fixed_answer(lease: dict[str, Any], key: SigningKey, pull_next: bool = False) -> bytes:
+    """A valid, signed result for ``lease``: the task's sample ids and the same answer
+    from every runner, signed as a runner signs it (``core.signing``).
 
     With ``pull_next`` the submission also asks for the next lease (``next_pull_key``).
     """
+    task = lease["task"]
     ids = task["sample_ids"]
     scores = [float(zlib.crc32(sid.encode()) % 2) for sid in ids]
     hashes = [hashlib.sha256(f"answer:{sid}".encode()).hexdigest() for sid in ids]
-    body = {
-        "attempt": attempt,
-        "result": {
-            "task_id": task["id"],
-            "score": sum(scores) / len(scores),
-            "n": task["n_samples"],
-            "sample_ids": ids,
-            "sample_scores": scores,
-            "sample_output_hashes": hashes,
-            "outputs_sha256": hashlib.sha256("".join(hashes).encode()).hexdigest(),
-            "runtime_s": 0.0,
-            "hardware": {"simulated": True},
+    result = {
+        "task_id": task["id"],
+        "score": sum(scores) / len(scores),
+        "n": task["n_samples"],
+        "sample_ids": ids,
+        "sample_scores": scores,
+        "sample_output_hashes": hashes,
+        "outputs_sha256": hashlib.sha256("".join(hashes).encode()).hexdigest(),
+        "runtime_s": 0.0,
+        "hardware": {"simulated": True},
+    }
+    signed_at = datetime.now(UTC).isoformat()
+    message = message_for_task(
+        task, lease["lease_id"], lease["attempt"], result_digest(result), signed_at
+    )
+    body: dict[str, Any] = {
+        "attempt": lease["attempt"],
+        "result": result,
+        "signature": {
+            "key_id": sha256_hex(bytes(key.verify_key)),
+            "signed_at": signed_at,
+            "value": key.sign(message).signature.hex(),
         },
     }
     if pull_next:
         body["next_pull_key"] = uuid.uuid4().hex
     return json.dumps(body).encode()
+
+
+def register_runner_keys(url: str, tokens: dict[str, str], runners: int) -> list[SigningKey]:
+    """One signing key per simulated runner, registered as ``quorumbench runner init`` does."""
+    accounts = sorted(tokens)
+    keys = []
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for i in range(runners):
+            key = SigningKey.generate()
+            answer = client.post(
+                f"/v0/runners/sim-{i:03d}/keys",
+                json={"public_key": bytes(key.verify_key).hex()},
+                headers={"Authorization": f"Bearer {tokens[accounts[i % len(accounts)]]}"},
+            )
+            answer.raise_for_status()
+            keys.append(key)
+    return keys
 
 
 class HttpxRunnerClient:
@@ -951,8 +984,11 @@ async def run_load(
     mode: str,
     meter: CpuMeter,
     duration: float | None = None,
+    keys: list[SigningKey] | None = None,
 ) -> PhaseStats:
     """N runners in a closed loop for warmup + duration; only the window is counted.
+
+    ``keys``: the runners' registered signing keys (needed to submit).
 
     ``mode``: ``health`` (GET /v0/health, the HTTP stack's baseline), ``claim``
     (pull only) or ``submit`` (pull, then submit the fixed answer).
@@ -1007,7 +1043,8 @@ async def run_load(
                     continue
                 lease = json.loads(data)
             assert lease is not None
-            body = fixed_answer(lease["task"], lease["attempt"], cfg.pull_with_submit)
+            assert keys is not None, "submitting needs the runners' keys"
+            body = fixed_answer(lease, keys[i], cfg.pull_with_submit)
             t2 = loop.time()
             try:
                 status, data = await client.request(
@@ -1159,6 +1196,7 @@ def run_backend(backend: str, cfg: Config) -> BackendResult:
             time.sleep(3.0 * cfg.workers)  # the first worker answered; let the others start
         pg_stats = ctx.db.write_engine if backend == "postgres" else None
         meter = CpuMeter(server.pid, pg_stats)
+        keys = register_runner_keys(server.url, tokens, cfg.runners)
         phases["health (baseline)"] = asyncio.run(
             run_load(
                 server.url, tokens, cfg, "health (baseline)", "health", meter, cfg.duration / 2
@@ -1177,7 +1215,7 @@ def run_backend(backend: str, cfg: Config) -> BackendResult:
             t = time.perf_counter()
             seeder.pending(cfg.tasks)
             seeds[f"pending ({name})"] = time.perf_counter() - t
-            stats = asyncio.run(run_load(server.url, tokens, cfg, name, mode, meter))
+            stats = asyncio.run(run_load(server.url, tokens, cfg, name, mode, meter, keys=keys))
             phases[name] = stats
             what = (
                 f"{stats.rate(stats.accepted):.0f} accepted submissions/s, "

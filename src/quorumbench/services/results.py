@@ -181,7 +181,7 @@ def submit_result(
             raise LeaseExpiredError(f"lease {lease_id} is {state}; the result was not counted")
         _validate(payload, lease)
         if signature is not None:
-            check_signature(conn, lease, digest, signature, now)
+            check_signature(ctx, conn, lease, digest, signature, now)
         open_task = lease.finalized_at is None
         # A suspended runner's late result is kept for the record but not counted.
         counted = not (lease.suspended and open_task)

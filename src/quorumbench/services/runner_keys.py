@@ -108,7 +108,8 @@ def register_key(
                 },
             )
             row = conn.execute(select(RunnerKey).where(RunnerKey.key_id == key_id)).one()
-            return _key_dict(row)
+        ctx.identities.clear()  # the runner's older keys are revoked now
+        return _key_dict(row)
     except IntegrityError as exc:  # the same new key registered twice at once
         raise ConflictError(f"key {key_id[:16]}… was registered concurrently") from exc
 
@@ -130,6 +131,7 @@ def revoke_key(ctx: ServerContext, principal: Principal, runner: str, key_id: st
             ).first()
             if known is None:
                 raise NotFoundError(f"runner {runner!r} has no key {key_id}")
+    ctx.identities.clear()
 
 
 def runner_keys(ctx: ServerContext, principal: Principal, runner: str) -> list[dict[str, Any]]:
@@ -156,15 +158,32 @@ _KEY = select(RunnerKey.runner_id, RunnerKey.public_key, RunnerKey.revoked_at).w
 )
 
 
+def _lookup(ctx: ServerContext, conn: Connection, key_id: str) -> Any:
+    """A key row; unrevoked keys are remembered like identities (context.py: revoking
+    through this process forgets them at once, another replica within its TTL)."""
+    cached = ctx.identities.get(("runner-key", key_id))
+    if cached is not None:
+        return cached
+    key = conn.execute(_KEY, {"key_id": key_id}).first()
+    if key is not None and key.revoked_at is None:
+        ctx.identities.put(("runner-key", key_id), key)
+    return key
+
+
 def check_signature(
-    conn: Connection, lease: Any, digest: str, signature: ResultSignature, now: datetime
+    ctx: ServerContext,
+    conn: Connection,
+    lease: Any,
+    digest: str,
+    signature: ResultSignature,
+    now: datetime,
 ) -> str:
     """Refuse (SignatureError) unless ``signature`` is the lease runner's, on this result.
 
     ``lease`` is the submission's lease row (with its task's model ref and benchmark).
     Returns the runner's public key (hex).
     """
-    key = conn.execute(_KEY, {"key_id": signature.key_id}).first()
+    key = _lookup(ctx, conn, signature.key_id)
     if key is None or key.runner_id != lease.runner_id:
         raise SignatureError(
             f"key {signature.key_id[:16]}… is not a key of the runner that holds lease {lease.id}"
