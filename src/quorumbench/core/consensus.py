@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Literal
+from typing import Any, Literal
 
 Status = Literal["PENDING", "DONE", "DISPUTED"]
 
@@ -48,6 +48,18 @@ class Verdict:
     outliers: tuple[int, ...]
     sample_consensus: tuple[float, ...]
     sample_agreement: tuple[float, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict as JSON-ready fields (lists for the tuples)."""
+        return {
+            "status": self.status,
+            "score": self.score,
+            "spread": self.spread,
+            "agreeing": list(self.agreeing),
+            "outliers": list(self.outliers),
+            "sample_consensus": list(self.sample_consensus),
+            "sample_agreement": list(self.sample_agreement),
+        }
 
 
 def _largest_cluster(votes: Sequence[Vote], threshold: float) -> list[Vote]:

@@ -197,17 +197,7 @@ def log_entry(
             }
             for r in results
         ],
-        "consensus": {
-            "status": verdict.status,
-            "round": round_,
-            "score": verdict.score,
-            "spread": verdict.spread,
-            "agreeing": list(verdict.agreeing),
-            "outliers": list(verdict.outliers),
-            "sample_consensus": list(verdict.sample_consensus),
-            "sample_agreement": list(verdict.sample_agreement),
-            "decided_at": now.isoformat(),
-        },
+        "consensus": {**verdict.as_dict(), "round": round_, "decided_at": now.isoformat()},
     }
 
 

@@ -330,18 +330,7 @@ def _log_final(
 def _record_outcome(conn: Connection, task: _TaskState, verdict: Verdict, now: datetime) -> None:
     conn.execute(
         _RECORD,
-        {
-            "task_id": task.id,
-            "round": task.round,
-            "status": verdict.status,
-            "score": verdict.score,
-            "spread": verdict.spread,
-            "agreeing": list(verdict.agreeing),
-            "outliers": list(verdict.outliers),
-            "sample_consensus": list(verdict.sample_consensus),
-            "sample_agreement": list(verdict.sample_agreement),
-            "decided_at": now,
-        },
+        {"task_id": task.id, "round": task.round, **verdict.as_dict(), "decided_at": now},
     )
 
 
