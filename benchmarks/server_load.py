@@ -417,6 +417,10 @@ def server_env(url: str, data_dir: Path, custom_spec: Path) -> dict[str, str]:
         # The bench seeds its own tasks; the scheduler must not add an epoch's worth.
         "QB_EPOCH_TASK_BUDGET": "0",
         "QB_QUOTA_EVALUATIONS": "0",
+        # Four simulated runners per account write hundreds of times a second each, far
+        # above any real account; the limiter stays on (its cost is measured) with a
+        # limit they do not reach.
+        "QB_WRITE_RATE_LIMIT": "1000000/minute",
     }
 
 

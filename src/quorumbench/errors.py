@@ -141,7 +141,13 @@ class PermissionDeniedError(QuorumError):
 
 
 class RateLimitedError(QuorumError):
+    """Too many requests; ``retry_after`` (seconds) when waiting will help."""
+
     code = "rate-limited"
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class InvalidSubmissionError(QuorumError):

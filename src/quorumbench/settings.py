@@ -118,6 +118,16 @@ class ServerSettings(BaseSettings):
     scheduler_interval_s: float = Field(
         5.0, gt=0, description="How often the server checks epochs and expired leases."
     )
+    write_rate_limit: str = Field(
+        "100/second;3000/minute",
+        description="Writes per account (limits syntax, ';'-separated; empty: no limit).",
+    )
+    rate_limit_storage: str = Field(
+        "memory://", description="Where rate-limit windows live: memory:// or redis://..."
+    )
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest request body accepted (413 above)."
+    )
     log_key_file: Path | None = Field(
         None,
         description="Ed25519 key (PEM) that signs the public log's tree heads; "

@@ -81,6 +81,7 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
+    app.add_middleware(problems.BodyLimit, limit=settings.max_body_bytes)
     for router in (models.router, leases.router, board.router, public_log.router, runners.router):
         app.include_router(router)
 

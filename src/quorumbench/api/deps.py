@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI, Request
 from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
+from quorumbench.services.ratelimit import count_write
 
 T = TypeVar("T")
 
@@ -39,6 +40,15 @@ def get_principal(ctx: Context, token: BearerToken) -> Principal:
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+def get_writer(ctx: Context, principal: CurrentPrincipal) -> Principal:
+    """The principal of a write request, counted against its account's rate limit."""
+    count_write(ctx, principal)
+    return principal
+
+
+Writer = Annotated[Principal, Depends(get_writer)]
 
 
 def hot_path_limiter(ctx: ServerContext) -> CapacityLimiter | None:

@@ -15,6 +15,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from quorumbench import errors
 
@@ -48,7 +50,13 @@ def status_for(exc: errors.QuorumError) -> int:
 
 
 def problem(
-    request: Request, status: int, code: str, title: str, detail: str, **extra: Any
+    request: Request,
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    retry_after: int | None = None,
+    **extra: Any,
 ) -> JSONResponse:
     body = {
         "type": f"/problems/{code}",
@@ -62,7 +70,9 @@ def problem(
     if status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
     elif status == 503:
-        headers = {"Retry-After": str(RETRY_AFTER_S)}
+        headers = {"Retry-After": str(retry_after or RETRY_AFTER_S)}
+    elif retry_after is not None:
+        headers = {"Retry-After": str(retry_after)}
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
@@ -75,7 +85,22 @@ async def quorum_error(request: Request, exc: Exception) -> JSONResponse:
     extra: dict[str, Any] = {}
     if isinstance(exc, errors.DuplicateModelError):
         extra["existing_model_id"] = exc.existing_id
-    return problem(request, status_for(exc), exc.code, _title(exc.code), exc.message, **extra)
+    retry = exc.retry_after if isinstance(exc, errors.RateLimitedError) else None
+    return problem(
+        request, status_for(exc), exc.code, _title(exc.code), exc.message, retry, **extra
+    )
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own HTTP errors (no such route, method not allowed, body too large)."""
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not-found", 405: "method-not-allowed", 413: "body-too-large"}.get(
+        exc.status_code, "http-error"
+    )
+    detail = str(exc.detail)
+    if exc.status_code == 413:
+        detail = "the request body is larger than this server accepts (QB_MAX_BODY_BYTES)"
+    return problem(request, exc.status_code, code, _title(code), detail)
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -110,5 +135,42 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(errors.QuorumError, quorum_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(Exception, unexpected_error)
+
+
+class BodyLimit:
+    """ASGI middleware: a body whose Content-Length is over ``limit`` gets 413, as
+    problem+json, before anything reads it; a body without a Content-Length (chunked)
+    gets 411, so no body goes unmeasured."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            length = headers.get(b"content-length", b"")
+            if not length and b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+                response = problem(
+                    Request(scope),
+                    411,
+                    "length-required",
+                    _title("length-required"),
+                    "send the request body with a Content-Length",
+                )
+                await response(scope, receive, send)
+                return
+            if length.isdigit() and int(length) > self.limit:
+                detail = (
+                    f"the request body has {int(length)} bytes; this server accepts at most "
+                    f"{self.limit} (QB_MAX_BODY_BYTES)"
+                )
+                response = problem(
+                    Request(scope), 413, "body-too-large", _title("body-too-large"), detail
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -62,6 +62,8 @@ class ServerContext:
     """Model inspection override (tests, offline demos); default: model_metadata."""
     identities: IdentityCache = field(default_factory=IdentityCache)
     log_signer: Any = None
+    rate_limiter: Any = None
+    """Per-account write limits, built on first use (services/ratelimit.py)."""
     """The public log's signing key, loaded on first use (services/publiclog.py)."""
 
     def now(self) -> datetime:

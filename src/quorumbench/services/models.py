@@ -7,7 +7,8 @@ A registration is refused, with the reason, when:
 * the model has more parameters than ``max_params``;
 * the account registered ``registrations_per_week`` models in the last 7 days;
 * the account has not "earned its submit": fewer than ``quota_evaluations``
-  accepted results on other people's models in the last ``quota_window_hours``;
+  accepted results (counted, not outliers, on tasks that finalized DONE) on other
+  people's models in the last ``quota_window_hours`` (:func:`quota`);
 * the parameter count cannot be determined (the size limit could not be checked);
 * the ref is a path on the server's own disk (development refs are admin-only).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -46,9 +48,12 @@ def _existing(session: Session, ref: str, weights: str | None) -> Model | None:
     return session.scalars(select(Model).where(condition)).first()
 
 
-def _check_limits(ctx: ServerContext, principal: Principal) -> None:
-    if principal.is_admin:
-        return
+def quota(ctx: ServerContext, principal: Principal) -> dict[str, Any]:
+    """Where the account stands with the registration limits (``GET /v0/me/quota``).
+
+    An accepted evaluation is a counted result, not an outlier, on a task of another
+    account's model that finalized DONE, submitted in the last ``quota_window_hours``.
+    """
     settings = ctx.settings
     now = ctx.now()
     with ctx.db.read() as session:
@@ -59,11 +64,6 @@ def _check_limits(ctx: ServerContext, principal: Principal) -> None:
                 Model.owner_id == principal.account_id, Model.created_at > now - timedelta(days=7)
             )
         )
-        if (recent or 0) >= settings.registrations_per_week:
-            raise RateLimitedError(
-                f"this account registered {recent} models in the last 7 days; the limit is "
-                f"{settings.registrations_per_week} per week"
-            )
         earned = session.scalar(
             select(func.count())
             .select_from(Result)
@@ -72,16 +72,45 @@ def _check_limits(ctx: ServerContext, principal: Principal) -> None:
             .where(
                 Result.account_id == principal.account_id,
                 Result.counted,
+                Result.outlier.is_(False),
+                Task.status == "DONE",
                 Model.owner_id != principal.account_id,
                 Result.submitted_at > now - timedelta(hours=settings.quota_window_hours),
             )
         )
-        if (earned or 0) < settings.quota_evaluations:
-            raise RateLimitedError(
-                f"earn your submit: registering needs {settings.quota_evaluations} accepted "
-                "evaluations of other people's models in the last "
-                f"{settings.quota_window_hours} h; this account has {earned or 0}"
-            )
+    recent, earned = recent or 0, earned or 0
+    exempt = principal.is_admin
+    return {
+        "accepted_evaluations": earned,
+        "evaluations_needed": 0 if exempt else max(0, settings.quota_evaluations - earned),
+        "window_hours": settings.quota_window_hours,
+        "registrations_last_7_days": recent,
+        "registrations_per_week": settings.registrations_per_week,
+        "exempt": exempt,
+        "can_register": exempt
+        or (earned >= settings.quota_evaluations and recent < settings.registrations_per_week),
+    }
+
+
+def _check_limits(ctx: ServerContext, principal: Principal) -> None:
+    if principal.is_admin:
+        return
+    settings = ctx.settings
+    status = quota(ctx, principal)
+    recent = status["registrations_last_7_days"]
+    if recent >= settings.registrations_per_week:
+        raise RateLimitedError(
+            f"this account registered {recent} models in the last 7 days; the limit is "
+            f"{settings.registrations_per_week} per week"
+        )
+    if status["evaluations_needed"]:
+        raise RateLimitedError(
+            f"earn your submit: registering needs {settings.quota_evaluations} accepted "
+            "evaluations (results that agreed with a DONE consensus) of other people's "
+            f"models in the last {settings.quota_window_hours} h; this account has "
+            f"{status['accepted_evaluations']}, {status['evaluations_needed']} still needed "
+            "(GET /v0/me/quota)"
+        )
 
 
 def register_model(

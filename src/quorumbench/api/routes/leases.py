@@ -25,6 +25,7 @@ from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.queue.base import Claim, Claimant
 from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
+from quorumbench.services.ratelimit import count_write
 from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
 
@@ -35,6 +36,7 @@ def _claimant(
     ctx: ServerContext, token: str | None, scope: str, runner: str, *, pulling: bool = False
 ) -> Claimant:
     principal = authenticate(ctx, token)
+    count_write(ctx, principal)
     principal.require(scope)
     # A suspended runner may not pull, but may heartbeat, release and submit what it
     # holds: its results are kept for the record and not counted.
@@ -129,6 +131,7 @@ async def submit(
 
     def work() -> SubmitOut:
         principal = authenticate(ctx, token)
+        count_write(ctx, principal)
         principal.require("task:submit")
         if body.next_pull_key is not None:
             principal.require("task:pull")  # before anything is stored

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, status
 
-from quorumbench.api.deps import Context, CurrentPrincipal
+from quorumbench.api.deps import Context, Writer
 from quorumbench.api.schemas import ModelIn, ModelOut
 from quorumbench.services import models as registry
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch
@@ -11,7 +11,7 @@ router = APIRouter(prefix="/v0/models", tags=["models"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ModelOut)
-def register(body: ModelIn, ctx: Context, principal: CurrentPrincipal) -> ModelOut:
+def register(body: ModelIn, ctx: Context, principal: Writer) -> ModelOut:
     """Register a model by ref (needs the ``model:register`` scope)."""
     model = registry.register_model(ctx, principal, body.ref, name=body.name)
     schedule_epoch(ctx, ensure_epoch(ctx, ctx.now()))  # its first tasks, this epoch

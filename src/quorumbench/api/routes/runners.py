@@ -1,11 +1,15 @@
-"""Runners' signing keys: register (rotating out the old one), list, revoke, look up."""
+"""Runners' signing keys (register, rotating out the old one; list; revoke; look up) and
+the caller's own standing (``/v0/me/quota``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response, status
 
-from quorumbench.api.deps import Context, CurrentPrincipal
+from quorumbench.api.deps import Context, CurrentPrincipal, Writer
 from quorumbench.api.schemas import RunnerKeyIn, RunnerKeyOut
+from quorumbench.services import models as registry
 from quorumbench.services import runner_keys
 
 router = APIRouter(prefix="/v0", tags=["runners"])
@@ -14,9 +18,7 @@ router = APIRouter(prefix="/v0", tags=["runners"])
 @router.post(
     "/runners/{runner}/keys", status_code=status.HTTP_201_CREATED, response_model=RunnerKeyOut
 )
-def register_key(
-    runner: str, body: RunnerKeyIn, ctx: Context, principal: CurrentPrincipal
-) -> RunnerKeyOut:
+def register_key(runner: str, body: RunnerKeyIn, ctx: Context, principal: Writer) -> RunnerKeyOut:
     """Register this runner's Ed25519 public key (``task:submit``); older keys are revoked."""
     principal.require("task:submit")
     key = runner_keys.register_key(ctx, principal, runner, body.public_key)
@@ -31,7 +33,7 @@ def list_keys(runner: str, ctx: Context, principal: CurrentPrincipal) -> list[Ru
 
 
 @router.delete("/runners/{runner}/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_key(runner: str, key_id: str, ctx: Context, principal: CurrentPrincipal) -> Response:
+def revoke_key(runner: str, key_id: str, ctx: Context, principal: Writer) -> Response:
     """Revoke a key (``task:submit``): results it signs are refused from now on."""
     principal.require("task:submit")
     runner_keys.revoke_key(ctx, principal, runner, key_id)
@@ -42,3 +44,9 @@ def revoke_key(runner: str, key_id: str, ctx: Context, principal: CurrentPrincip
 def get_key(key_id: str, ctx: Context) -> RunnerKeyOut:
     """Any runner key by id (public: results in the log name the key that signed them)."""
     return RunnerKeyOut(**runner_keys.public_key(ctx, key_id))
+
+
+@router.get("/me/quota")
+def my_quota(ctx: Context, principal: CurrentPrincipal) -> dict[str, Any]:
+    """Progress towards registering a model: accepted evaluations and weekly registrations."""
+    return registry.quota(ctx, principal)

@@ -1,0 +1,66 @@
+"""Rate limits on write endpoints, per authenticated account (the ``limits`` library).
+
+Every write (registering a model or a runner key, pulling, heartbeating, releasing,
+submitting) counts against the caller's account, never against an IP address: a
+client cannot escape its limit by rotating ``X-Forwarded-For``, and unauthenticated
+requests are refused before they count. Windows are fixed windows kept in this
+process by default, or in Redis (``QB_RATE_LIMIT_STORAGE=redis://…``) so that
+several replicas share them.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from limits import RateLimitItem, parse_many
+from limits.storage import storage_from_string
+from limits.strategies import FixedWindowRateLimiter
+
+from quorumbench.errors import ConfigError, RateLimitedError
+from quorumbench.services.accounts import Principal
+from quorumbench.services.context import ServerContext
+
+_BUILD_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class WriteLimiter:
+    limiter: FixedWindowRateLimiter
+    items: tuple[RateLimitItem, ...]
+
+    def hit(self, account_id: int) -> None:
+        """Count one write for the account; RateLimitedError (429) when over a limit."""
+        for item in self.items:
+            if not self.limiter.hit(item, "writes", str(account_id)):
+                stats = self.limiter.get_window_stats(item, "writes", str(account_id))
+                wait = max(1, math.ceil(stats.reset_time - time.time()))
+                raise RateLimitedError(
+                    f"too many writes from this account: the limit is {item}; retry in {wait} s",
+                    retry_after=wait,
+                )
+
+
+def build_limiter(spec: str, storage_uri: str) -> WriteLimiter:
+    try:
+        items = tuple(parse_many(spec))
+        storage = storage_from_string(storage_uri)
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(f"invalid rate limit settings {spec!r} / {storage_uri!r}: {exc}") from exc
+    return WriteLimiter(FixedWindowRateLimiter(storage), items)
+
+
+def count_write(ctx: ServerContext, principal: Principal) -> None:
+    """Count a write by ``principal`` against its account's limits (admins are exempt)."""
+    if principal.is_admin or not ctx.settings.write_rate_limit:
+        return
+    if ctx.rate_limiter is None:
+        with _BUILD_LOCK:
+            if ctx.rate_limiter is None:
+                ctx.rate_limiter = build_limiter(
+                    ctx.settings.write_rate_limit, ctx.settings.rate_limit_storage
+                )
+    limiter: WriteLimiter = ctx.rate_limiter
+    limiter.hit(principal.account_id)
