@@ -1,0 +1,235 @@
+"""Adversarial runners against a real server: each ends as designed.
+
+Real server (uvicorn in a thread, SQLite), real runner client (``ServerClient``:
+pulls, signed submissions); the evaluation itself is replaced by what each kind of
+runner would send. Honest runners agree on a per-sample answer that depends on the
+task's samples. Then:
+
+* a lazy runner (scores without evaluating) is outvoted, recorded as an outlier and
+  suspended;
+* a copying runner finds nothing to copy while a task is open (results are public
+  only once it is final), its copies of finished tasks' numbers do not move any
+  score, and a replay of another runner's signed submission is refused outright;
+* a Sybil (three runners of one account) never holds two slots of one task, so it
+  cannot make a quorum on its own;
+* the owner is never offered its own model;
+and no wrong score reaches the leaderboard; ``quorumbench verify`` passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import zlib
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from rich.console import Console
+from sqlalchemy import func, select
+
+from quorumbench.api.app import create_app
+from quorumbench.api.embedded import EmbeddedServer
+from quorumbench.cli.verify_cmd import verify
+from quorumbench.db.models import Result, Runner, Task
+from quorumbench.errors import PermissionDeniedError
+from quorumbench.runner.client import Lease, ServerClient
+from quorumbench.runner.keys import create_key
+from quorumbench.services.accounts import create_account, issue_token
+from quorumbench.settings import ServerSettings
+
+from ..server.conftest import fake_metadata, hub_ref
+
+MODELS = 10
+
+
+def honest_scores(task: dict[str, Any]) -> list[float]:
+    """What evaluating the task really gives: a pattern that depends on the model and
+    the samples, half of them right (so every honest score is 0.5)."""
+    flip = zlib.crc32(str(task["model"]["id"]).encode()) % 2
+    return [float((i + flip) % 2) for i in range(len(task["sample_ids"]))]
+
+
+def payload(lease: Lease, scores: list[float]) -> dict[str, Any]:
+    task = lease.task
+    hashes = [
+        hashlib.sha256(f"{s}:{x}".encode()).hexdigest()
+        for s, x in zip(task["sample_ids"], scores, strict=True)
+    ]
+    return {
+        "task_id": task["id"],
+        "score": sum(scores) / len(scores),
+        "n": task["n_samples"],
+        "sample_ids": task["sample_ids"],
+        "sample_scores": scores,
+        "sample_output_hashes": hashes,
+        "outputs_sha256": hashlib.sha256("".join(hashes).encode()).hexdigest(),
+        "runtime_s": 0.0,
+    }
+
+
+@pytest.fixture
+def world(tmp_path):
+    settings = ServerSettings(
+        data_dir=tmp_path,
+        database_url=f"sqlite:///{tmp_path / 'adv.db'}",
+        benchmarks=["arith"],
+        quorum=3,
+        samples_per_task=6,
+        agreement_threshold=0.2,
+        outlier_limit=2,
+        lease_seconds=60,
+        registrations_per_week=100,
+        quota_evaluations=0,
+    )
+    with EmbeddedServer(create_app(settings, run_scheduler=False)) as server:
+        ctx = server.context
+        ctx.inspector = fake_metadata
+        create_account(ctx, "owner", is_admin=True)
+        owner_token = issue_token(ctx, "owner", scopes=("admin", "task:pull", "task:submit")).token
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            for i in range(MODELS):
+                answer = api.post(
+                    "/v0/models",
+                    json={"ref": hub_ref(100 + i)},
+                    headers={"Authorization": f"Bearer {owner_token}"},
+                )
+                assert answer.status_code == 201, answer.text
+        clients: list[ServerClient] = []
+        accounts: set[str] = {"owner"}
+
+        def runner(account: str, name: str, token: str | None = None) -> ServerClient:
+            """A runner of ``account`` (made on first use) with a registered key."""
+            if token is None:
+                if account not in accounts:
+                    create_account(ctx, account)
+                    accounts.add(account)
+                token = issue_token(ctx, account, scopes=("task:pull", "task:submit")).token
+            client = ServerClient(
+                server.url,
+                SecretStr(token),
+                name,
+                max_attempts=2,
+                key=create_key(tmp_path / "keys" / f"{account}-{name}.key"),
+            )
+            assert client.key is not None
+            client.register_key(client.key)
+            clients.append(client)
+            return client
+
+        yield server, ctx, runner, owner_token
+        for client in clients:
+            client.close()
+
+
+def drain(runners: dict[str, tuple[ServerClient, Any]], rounds: int = 40) -> dict[str, int]:
+    """Let every runner pull and submit until nobody gets work; refusals per runner."""
+    refused: dict[str, int] = {name: 0 for name in runners}
+    for _ in range(rounds):
+        worked = False
+        for name, (client, answer) in runners.items():
+            try:
+                lease = client.pull()
+            except PermissionDeniedError:
+                refused[name] += 1  # suspended: may not pull any more
+                continue
+            if lease is None:
+                continue
+            worked = True
+            client.submit(lease, payload(lease, answer(lease)))
+        if not worked:
+            break
+    return refused
+
+
+def test_lazy_copying_sybil_and_owner_runners_end_as_designed(world, tmp_path):
+    server, ctx, runner, owner_token = world
+    rng = random.Random(7)
+
+    def honest(lease: Lease) -> list[float]:
+        return honest_scores(lease.task)
+
+    def lazy(lease: Lease) -> list[float]:
+        # claims a perfect (or random high) score without evaluating anything
+        return [float(rng.random() < 0.95) for _ in lease.task["sample_ids"]]
+
+    def copier(lease: Lease) -> list[float]:
+        # nothing of an open task is public: no results to copy before it is final
+        task = httpx.get(f"{server.url}/v0/tasks/{lease.task['id']}").json()
+        assert task["results"] == [] and not task["final"]
+        finished = httpx.get(f"{server.url}/v0/tasks", params={"status": "DONE"}).json()
+        if finished:  # so it copies another model's finished numbers
+            return list(finished[-1]["results"][0]["sample_scores"])
+        return [1.0] * len(lease.task["sample_ids"])
+
+    # adversaries pull first, so they take part in every task they can
+    runners = {
+        "lazy": (runner("lazy", "box"), lazy),
+        "copier": (runner("copier", "box"), copier),
+        "sybil1": (runner("sybil", "a"), honest),
+        "sybil2": (runner("sybil", "b"), honest),
+        "sybil3": (runner("sybil", "c"), honest),
+        "owner": (runner("owner", "box", owner_token), honest),
+        "h1": (runner("honest1", "box"), honest),
+        "h2": (runner("honest2", "box"), honest),
+        "h3": (runner("honest3", "box"), honest),
+        "h4": (runner("honest4", "box"), honest),
+    }
+    refused = drain(runners)
+
+    with ctx.db.read() as session:
+        tasks = session.scalars(select(Task)).all()
+        assert tasks and all(t.finalized_at is not None for t in tasks)
+        for task in tasks:
+            # no wrong score reached a DONE task (and so the leaderboard)
+            if task.status == "DONE":
+                assert task.score == pytest.approx(0.5)
+            # a Sybil's runners share one slot per task
+            sybil = session.scalar(
+                select(func.count())
+                .select_from(Result)
+                .join(Runner, Runner.id == Result.runner_id)
+                .where(Result.task_id == task.id, Runner.name.in_(("a", "b", "c")))
+            )
+            assert sybil <= 1
+        assert any(t.status == "DONE" for t in tasks)
+    # the owner was never offered its own models
+    assert runners["owner"][0].pull() is None
+    board = httpx.get(f"{server.url}/v0/leaderboard", params={"benchmark": "arith"}).json()
+    for row in board["rows"]:
+        assert 0 <= row["score"] <= 1
+    # the lazy and the copying runner were outvoted until suspended; honest ones not
+    with ctx.db.read() as session:
+        state = {
+            (r.account_id, r.name): (r.outliers, r.agreements, r.suspended)
+            for r in session.scalars(select(Runner))
+        }
+    suspended = {key for key, (_, _, s) in state.items() if s}
+    assert refused["lazy"] >= 1, (refused, state)
+    assert len(suspended) == 1, state  # the lazy runner only
+    assert all(refused[h] == 0 for h in ("h1", "h2", "h3", "h4", "copier")), refused
+    # and the log of all this verifies
+    report = verify(server.url, tmp_path / "verify.json", Console())
+    assert report.problems == [] and report.size == sum(1 for _ in tasks)
+
+
+def test_a_replayed_submission_of_another_runner_is_refused(world):
+    server, ctx, runner, _ = world
+    victim = runner("victim", "box")
+    thief = runner("thief", "box")
+    mine = victim.pull()
+    theirs = thief.pull()
+    assert mine is not None and theirs is not None
+    # the thief resends the victim's signed body under its own lease
+    body = payload(mine, honest_scores(mine.task))
+    signature = victim.key.sign_result(mine.task, mine.lease_id, mine.attempt, body)
+    stolen = {"attempt": theirs.attempt, "result": body, "signature": signature}
+    answer = httpx.post(
+        f"{server.url}/v0/leases/{theirs.lease_id}/result",
+        params={"runner": "box"},
+        json=stolen,
+        headers={"Authorization": thief._http.headers["Authorization"]},
+    )
+    assert answer.status_code == 422
+    assert answer.json()["type"] == "/problems/invalid-signature"
