@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from quorumbench.errors import ConfigError
@@ -62,6 +62,19 @@ class QueueSettings(BaseModel):
         None, description="redis://host:port/db, required when backend is redis."
     )
     stream: str = Field("qb:tasks", description="Redis stream key of the task queue.")
+
+
+class OidcIssuer(BaseModel):
+    """One identity provider whose ID tokens the server accepts (configuration, not code)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    issuer: str = Field(description="The exact iss claim.")
+    audience: str = Field(description="The aud claim the tokens must carry for this server.")
+    jwks_url: str = Field(description="Where the issuer publishes its signing keys (JWKS).")
+    algorithms: tuple[str, ...] = Field(
+        ("RS256", "ES256", "EdDSA"), description="Signature algorithms accepted from it."
+    )
 
 
 class ServerSettings(BaseSettings):
@@ -127,6 +140,21 @@ class ServerSettings(BaseSettings):
     )
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (413 above)."
+    )
+    jwt_issuer: str = Field(
+        "quorumbench", description="The iss claim of the access JWTs this server issues."
+    )
+    access_token_minutes: int = Field(15, ge=1, le=1440, description="Lifetime of an access JWT.")
+    refresh_token_days: int = Field(30, ge=1, description="Lifetime of a login session.")
+    auth_key_file: Path | None = Field(
+        None,
+        description="Ed25519 key (PEM) that signs access JWTs; default "
+        "<data_dir>/auth-signing-key.pem, made on first use.",
+    )
+    oidc_issuers: list[OidcIssuer] = Field(
+        default_factory=list,
+        description="OIDC issuers whose ID tokens open a session (JSON list of "
+        "{issuer, audience, jwks_url, algorithms}).",
     )
     log_key_file: Path | None = Field(
         None,

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from quorumbench import __version__
 from quorumbench.api import problems
 from quorumbench.api.deps import install_hot_path
-from quorumbench.api.routes import board, leases, models, runners
+from quorumbench.api.routes import auth, board, leases, models, runners
 from quorumbench.api.routes import log as public_log
 from quorumbench.services.context import ServerContext
 from quorumbench.services.scheduler import tick
@@ -82,7 +82,8 @@ def create_app(
     )
     problems.install(app)
     app.add_middleware(problems.BodyLimit, limit=settings.max_body_bytes)
-    for router in (models.router, leases.router, board.router, public_log.router, runners.router):
+    routers = (auth, models, leases, board, public_log, runners)
+    for router in (module.router for module in routers):
         app.include_router(router)
 
     @app.get("/v0/health", tags=["meta"])

@@ -353,3 +353,36 @@ class RunnerKey(Base):
     public_key: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
     revoked_at: Mapped[datetime | None]
+
+
+class AuthSession(Base):
+    """A login: the refresh token (hashed) behind short-lived access JWTs.
+
+    Access tokens carry the session id (``sid``); revoking the session refuses its
+    refresh token and every access token issued under it.
+    """
+
+    __tablename__ = "auth_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    refresh_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[str] = mapped_column(String(256))
+    via: Mapped[str] = mapped_column(String(300))
+    """How the session was opened: ``api-token`` or the OIDC issuer."""
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
+class FederatedIdentity(Base):
+    """An account's identity at an OIDC issuer (``iss``, ``sub``)."""
+
+    __tablename__ = "federated_identities"
+    __table_args__ = (UniqueConstraint("issuer", "subject"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    issuer: Mapped[str] = mapped_column(String(300))
+    subject: Mapped[str] = mapped_column(String(300))
+    created_at: Mapped[datetime]

@@ -113,9 +113,18 @@ def issue_token(
 
 
 def authenticate(ctx: ServerContext, token: str | None) -> Principal:
-    """The principal behind a bearer token; raises AuthenticationError."""
+    """The principal behind a bearer token (an API token or an access JWT)."""
     if not token:
         raise AuthenticationError("missing API token (Authorization: Bearer qb_…)")
+    if token.count(".") == 2 and not token.startswith("qb_"):
+        from quorumbench.services.sessions import authenticate_jwt  # it imports this module
+
+        return authenticate_jwt(ctx, token)
+    return authenticate_api_token(ctx, token)
+
+
+def authenticate_api_token(ctx: ServerContext, token: str) -> Principal:
+    """The principal behind an API token (``qb_…``); raises AuthenticationError."""
     now = ctx.now()
     digest = token_hash(token)
     cached = ctx.identities.get(("token", digest))

@@ -64,6 +64,8 @@ class ServerContext:
     log_signer: Any = None
     rate_limiter: Any = None
     """Per-account write limits, built on first use (services/ratelimit.py)."""
+    auth_signer: Any = None
+    """The key that signs access JWTs, loaded on first use (services/sessions.py)."""
     """The public log's signing key, loaded on first use (services/publiclog.py)."""
 
     def now(self) -> datetime:

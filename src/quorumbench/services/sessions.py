@@ -1,0 +1,281 @@
+"""Login sessions: short-lived access JWTs with scopes, refresh tokens, revocation.
+
+A session is opened with an API token (for scripts and CI) or an ID token from a
+configured OIDC issuer (``QB_OIDC_ISSUERS``), and yields an access token (a JWT,
+``QB_ACCESS_TOKEN_MINUTES``) plus a refresh token (opaque, stored hashed, rotated at
+every refresh). JWTs are made and checked with PyJWT: the algorithm is fixed in code
+(EdDSA with the server's Ed25519 key; an issuer's ID tokens with the algorithms its
+configuration lists), never read from the token; ``exp``, ``iat``, ``sub`` and the
+session id are required, and audience and issuer are checked. Revoking the session
+refuses its refresh token and every access token issued under it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import jwt
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from quorumbench.db.models import Account, AuthSession, FederatedIdentity
+from quorumbench.errors import AuthenticationError, ConfigError, PermissionDeniedError
+from quorumbench.services.accounts import (
+    DEFAULT_SCOPES,
+    SCOPES,
+    Principal,
+    authenticate_api_token,
+    token_hash,
+)
+from quorumbench.services.context import ServerContext
+from quorumbench.services.publiclog import LogSigner, load_signer
+from quorumbench.settings import OidcIssuer
+
+ACCESS_ALGORITHM = "EdDSA"
+AUDIENCE = "quorumbench"
+KEY_FILE_NAME = "auth-signing-key.pem"
+REFRESH_PREFIX = "qbr_"
+_LOAD_LOCK = threading.Lock()
+_JWKS: dict[str, jwt.PyJWKClient] = {}
+
+
+def _signer(ctx: ServerContext) -> LogSigner:
+    if ctx.auth_signer is None:
+        with _LOAD_LOCK:
+            if ctx.auth_signer is None:
+                path = ctx.settings.auth_key_file or ctx.settings.data_dir / KEY_FILE_NAME
+                ctx.auth_signer = load_signer(path)
+    signer: LogSigner = ctx.auth_signer
+    return signer
+
+
+def looks_like_jwt(token: str) -> bool:
+    return token.count(".") == 2 and not token.startswith(("qb_", REFRESH_PREFIX))
+
+
+def _scopes(requested: list[str] | None, allowed: frozenset[str], is_admin: bool) -> list[str]:
+    wanted = set(requested or allowed)
+    unknown = sorted(wanted - set(SCOPES))
+    if unknown:
+        raise ConfigError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(SCOPES)}")
+    if "admin" in wanted and not is_admin:
+        raise PermissionDeniedError("only an admin account can have the 'admin' scope")
+    beyond = sorted(wanted - allowed) if "admin" not in allowed else []
+    if beyond:
+        raise PermissionDeniedError(f"the credential does not grant {', '.join(beyond)}")
+    return sorted(wanted)
+
+
+def _open(ctx: ServerContext, account: Account, scopes: list[str], via: str) -> dict[str, Any]:
+    refresh = REFRESH_PREFIX + secrets.token_urlsafe(32)
+    now = ctx.now()
+    with ctx.db.write() as session:
+        record = AuthSession(
+            account_id=account.id,
+            refresh_hash=token_hash(refresh),
+            scopes=" ".join(scopes),
+            via=via,
+            created_at=now,
+            expires_at=now + timedelta(days=ctx.settings.refresh_token_days),
+            revoked_at=None,
+        )
+        session.add(record)
+        session.flush()
+        session_id = record.id
+    return _tokens(ctx, account, session_id, scopes, refresh)
+
+
+def _tokens(
+    ctx: ServerContext, account: Account, session_id: int, scopes: list[str], refresh: str
+) -> dict[str, Any]:
+    now = ctx.now()
+    lifetime = timedelta(minutes=ctx.settings.access_token_minutes)
+    claims = {
+        "iss": ctx.settings.jwt_issuer,
+        "aud": AUDIENCE,
+        "sub": str(account.id),
+        "name": account.name,
+        "scope": " ".join(scopes),
+        "sid": session_id,
+        "jti": uuid.uuid4().hex,
+        "iat": now,
+        "nbf": now,
+        "exp": now + lifetime,
+    }
+    access = jwt.encode(claims, _signer(ctx).key, algorithm=ACCESS_ALGORITHM)
+    return {
+        "access_token": access,
+        "token_type": "Bearer",
+        "expires_in": int(lifetime.total_seconds()),
+        "refresh_token": refresh,
+        "scope": " ".join(scopes),
+    }
+
+
+def login_with_api_token(
+    ctx: ServerContext, api_token: str, scopes: list[str] | None
+) -> dict[str, Any]:
+    """A session for the API token's account, with at most the token's scopes."""
+    principal = authenticate_api_token(ctx, api_token)
+    account = _account(ctx, principal.account_id)
+    granted = _scopes(scopes, principal.scopes, account.is_admin)
+    return _open(ctx, account, granted, "api-token")
+
+
+def _account(ctx: ServerContext, account_id: int) -> Account:
+    with ctx.db.read() as session:
+        account = session.get(Account, account_id)
+    if account is None:
+        raise AuthenticationError("the account is gone")
+    return account
+
+
+def _issuer(ctx: ServerContext, token: str) -> OidcIssuer:
+    try:
+        claimed = jwt.decode(token, options={"verify_signature": False}).get("iss")
+    except jwt.PyJWTError as exc:
+        raise AuthenticationError(f"not a readable ID token: {exc}") from None
+    for issuer in ctx.settings.oidc_issuers:
+        if issuer.issuer == claimed:
+            return issuer
+    raise AuthenticationError(f"ID tokens from {claimed!r} are not accepted here")
+
+
+def login_with_oidc(ctx: ServerContext, id_token: str, scopes: list[str] | None) -> dict[str, Any]:
+    """A session for the account linked to the ID token's (issuer, subject).
+
+    The first login of an identity makes its account (named after the token's
+    ``preferred_username``, else its subject), with the default scopes.
+    """
+    issuer = _issuer(ctx, id_token)
+    jwks = _JWKS.get(issuer.jwks_url)
+    if jwks is None:
+        jwks = _JWKS.setdefault(
+            issuer.jwks_url, jwt.PyJWKClient(issuer.jwks_url, cache_keys=True, lifespan=300)
+        )
+    try:
+        key = jwks.get_signing_key_from_jwt(id_token)
+        claims = jwt.decode(
+            id_token,
+            key.key,
+            algorithms=list(issuer.algorithms),
+            audience=issuer.audience,
+            issuer=issuer.issuer,
+            options={"require": ["exp", "iat", "sub", "iss", "aud"]},
+        )
+    except jwt.PyJWTError as exc:
+        raise AuthenticationError(f"ID token refused: {exc}") from None
+    account = _federated_account(ctx, issuer.issuer, str(claims["sub"]), claims)
+    granted = _scopes(scopes, frozenset(DEFAULT_SCOPES), account.is_admin)
+    return _open(ctx, account, granted, issuer.issuer)
+
+
+def _federated_account(
+    ctx: ServerContext, issuer: str, subject: str, claims: dict[str, Any]
+) -> Account:
+    from quorumbench.services.accounts import create_account
+
+    with ctx.db.read() as session:
+        linked = session.scalars(
+            select(Account)
+            .join(FederatedIdentity, FederatedIdentity.account_id == Account.id)
+            .where(FederatedIdentity.issuer == issuer, FederatedIdentity.subject == subject)
+        ).first()
+    if linked is not None:
+        return linked
+    base = re.sub(r"[^a-z0-9_.-]+", "-", str(claims.get("preferred_username") or subject).lower())
+    base = base.strip("-.")[:40] or "user"
+    name = base if len(base) >= 2 else f"{base}-user"
+    for _ in range(5):
+        try:
+            account = create_account(ctx, name)
+            break
+        except (ConfigError, IntegrityError):
+            name = f"{base}-{secrets.token_hex(3)}"
+    else:
+        raise ConfigError(f"cannot make an account for {issuer} {subject}")
+    with ctx.db.write() as session:
+        session.add(
+            FederatedIdentity(
+                account_id=account.id, issuer=issuer, subject=subject, created_at=ctx.now()
+            )
+        )
+    return account
+
+
+def refresh(ctx: ServerContext, refresh_token: str) -> dict[str, Any]:
+    """New access and refresh tokens; the refresh token used is spent."""
+    now = ctx.now()
+    new = REFRESH_PREFIX + secrets.token_urlsafe(32)
+    with ctx.db.write() as session:
+        record = session.scalars(
+            select(AuthSession).where(AuthSession.refresh_hash == token_hash(refresh_token))
+        ).first()
+        if record is None:
+            raise AuthenticationError("unknown or already used refresh token")
+        if record.revoked_at is not None or record.expires_at <= now:
+            raise AuthenticationError("this session was revoked or has expired")
+        record.refresh_hash = token_hash(new)
+        session_id, account_id, scopes = record.id, record.account_id, record.scopes.split()
+    return _tokens(ctx, _account(ctx, account_id), session_id, scopes, new)
+
+
+def revoke(ctx: ServerContext, refresh_token: str) -> None:
+    """End the session of ``refresh_token``: it and every access token under it stop."""
+    with ctx.db.write() as session:
+        record = session.scalars(
+            select(AuthSession).where(AuthSession.refresh_hash == token_hash(refresh_token))
+        ).first()
+        if record is None:
+            raise AuthenticationError("unknown or already used refresh token")
+        if record.revoked_at is None:
+            record.revoked_at = ctx.now()
+    ctx.identities.clear()
+
+
+def authenticate_jwt(ctx: ServerContext, token: str) -> Principal:
+    """The principal of an access JWT; AuthenticationError saying why it is refused."""
+    try:
+        claims = jwt.decode(
+            token,
+            _signer(ctx).key.public_key(),
+            algorithms=[ACCESS_ALGORITHM],
+            audience=AUDIENCE,
+            issuer=ctx.settings.jwt_issuer,
+            # times are checked below against the server's clock (tests move it)
+            options={
+                "require": ["exp", "iat", "sub", "sid", "jti"],
+                "verify_exp": False,
+                "verify_iat": False,
+                "verify_nbf": False,
+            },
+        )
+    except jwt.PyJWTError as exc:
+        raise AuthenticationError(f"access token refused: {exc}") from None
+    now = ctx.now().timestamp()
+    if not isinstance(claims["exp"], int | float) or claims["exp"] <= now:
+        raise AuthenticationError("access token refused: it has expired")
+    if claims.get("nbf", 0) > now + 30 or claims["iat"] > now + 30:
+        raise AuthenticationError("access token refused: it is not valid yet")
+    session_id = int(claims["sid"])
+    cached = ctx.identities.get(("session", session_id))
+    if cached is None:
+        with ctx.db.read() as session:
+            row = session.execute(
+                select(AuthSession.revoked_at, AuthSession.expires_at, Account)
+                .join(Account, Account.id == AuthSession.account_id)
+                .where(AuthSession.id == session_id)
+            ).first()
+        if row is None:
+            raise AuthenticationError("access token refused: unknown session")
+        cached = (row.revoked_at, row.expires_at, row.Account.name, row.Account.is_admin)
+        ctx.identities.put(("session", session_id), cached)
+    revoked_at, _expires, name, is_admin = cached
+    if revoked_at is not None:
+        raise AuthenticationError("access token refused: its session was revoked")
+    return Principal(int(claims["sub"]), name, is_admin, frozenset(claims["scope"].split()))
