@@ -83,14 +83,20 @@ def load_signer(path: Path) -> LogSigner:
     return LogSigner(key, public.hex(), sha256_hex(public))
 
 
-def signer_for(ctx: ServerContext) -> LogSigner:
-    if ctx.log_signer is None:
+def cached_signer(ctx: ServerContext, attribute: str, path: Path) -> LogSigner:
+    """The Ed25519 key kept in ``ctx.<attribute>``, loaded (or made) from ``path`` once."""
+    if getattr(ctx, attribute) is None:
         with _LOAD_LOCK:
-            if ctx.log_signer is None:
-                path = ctx.settings.log_key_file or ctx.settings.data_dir / KEY_FILE_NAME
-                ctx.log_signer = load_signer(path)
-    signer: LogSigner = ctx.log_signer
+            if getattr(ctx, attribute) is None:
+                setattr(ctx, attribute, load_signer(path))
+    signer: LogSigner = getattr(ctx, attribute)
     return signer
+
+
+def signer_for(ctx: ServerContext) -> LogSigner:
+    """The key that signs the log's tree heads."""
+    path = ctx.settings.log_key_file or ctx.settings.data_dir / KEY_FILE_NAME
+    return cached_signer(ctx, "log_signer", path)
 
 
 # --- appending --------------------------------------------------------------------

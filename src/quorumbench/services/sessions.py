@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import threading
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -33,25 +32,20 @@ from quorumbench.services.accounts import (
     token_hash,
 )
 from quorumbench.services.context import ServerContext
-from quorumbench.services.publiclog import LogSigner, load_signer
+from quorumbench.services.publiclog import LogSigner, cached_signer
 from quorumbench.settings import OidcIssuer
 
 ACCESS_ALGORITHM = "EdDSA"
 AUDIENCE = "quorumbench"
 KEY_FILE_NAME = "auth-signing-key.pem"
 REFRESH_PREFIX = "qbr_"
-_LOAD_LOCK = threading.Lock()
 _JWKS: dict[str, jwt.PyJWKClient] = {}
 
 
 def _signer(ctx: ServerContext) -> LogSigner:
-    if ctx.auth_signer is None:
-        with _LOAD_LOCK:
-            if ctx.auth_signer is None:
-                path = ctx.settings.auth_key_file or ctx.settings.data_dir / KEY_FILE_NAME
-                ctx.auth_signer = load_signer(path)
-    signer: LogSigner = ctx.auth_signer
-    return signer
+    """The key that signs access JWTs (not the log's: each key has one job)."""
+    path = ctx.settings.auth_key_file or ctx.settings.data_dir / KEY_FILE_NAME
+    return cached_signer(ctx, "auth_signer", path)
 
 
 def looks_like_jwt(token: str) -> bool:
