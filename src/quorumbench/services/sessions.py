@@ -272,4 +272,5 @@ def authenticate_jwt(ctx: ServerContext, token: str) -> Principal:
     revoked_at, _expires, name, is_admin = cached
     if revoked_at is not None:
         raise AuthenticationError("access token refused: its session was revoked")
-    return Principal(int(claims["sub"]), name, is_admin, frozenset(claims["scope"].split()))
+    scopes = frozenset(str(claims.get("scope", "")).split())
+    return Principal(int(claims["sub"]), name, is_admin, scopes)
