@@ -125,8 +125,9 @@ class TaskSources:
     """What a runner needs to know about a task's model, benchmark and epoch.
 
     These rows never change once written (a model's ref is pinned, a benchmark
-    version is immutable, an epoch's seed is drawn when it opens), so they are
-    remembered per process instead of joined into every claim.
+    version is immutable, an epoch's seed commitment is made when it opens), so they
+    are remembered per process instead of joined into every claim. The epoch's seed
+    itself is not handed out: it stays secret until the epoch is over.
     """
 
     def __init__(self, maxsize: int = 20_000) -> None:
@@ -141,7 +142,7 @@ class TaskSources:
                 Benchmark.prompt_version,
                 Benchmark.dataset_sha256,
                 Benchmark.config,
-                Epoch.seed,
+                Epoch.seed_commitment,
             )
             .select_from(Model)
             .join(Benchmark, true())  # three rows, each picked by its id
@@ -173,7 +174,7 @@ class TaskSources:
                 "dataset_sha256": row.dataset_sha256,
                 "config": row.config,
             },
-            "seed": row.seed,
+            "seed_commitment": row.seed_commitment,
         }
         with self._lock:
             self._cache[key] = found
@@ -275,7 +276,7 @@ class SqlTaskQueue:
             "model": sources["model"],
             "benchmark": sources["benchmark"],
             "n_samples": task.n_samples,
-            "seed": sources["seed"],
+            "seed_commitment": sources["seed_commitment"],
             "sample_ids": task.sample_ids,
         }
 

@@ -42,7 +42,7 @@ from quorumbench.errors import (
 )
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext, Sample
-from quorumbench.evaluation.engine import EvalConfig, evaluate, select_samples
+from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.results import RunResult
 from quorumbench.runner.client import Lease, ServerClient
 from quorumbench.runner.keys import default_key_file, load_key
@@ -160,8 +160,9 @@ class TaskEvaluator:
         try:
             spec = task["benchmark"]
             name, version = str(spec["name"]), int(spec["version"])
-            n, seed = int(task["n_samples"]), str(task["seed"])
+            n = int(task["n_samples"])
             wanted = [str(i) for i in task["sample_ids"]]
+            commitment = str(task["seed_commitment"])
             ref = str(task["model"]["ref"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"the server sent a task this runner cannot read ({exc!r})") from exc
@@ -182,13 +183,12 @@ class TaskEvaluator:
                 f"{name} prompt options differ: the task has {spec['config']}, this runner "
                 f"{dict(bench.config)}"
             )
-        samples = select_samples(bench, n, seed)
-        if [s.id for s in samples] != wanted:
-            raise DataError(
-                f"the task's sample ids differ from the ones this runner derives for {name} "
-                f"v{version} (seed, n={n}): refusing to evaluate other samples"
-            )
-        config = EvalConfig(n=n, seed=seed, batch_size=self.batch_size)
+        if len(wanted) != n or len(set(wanted)) != n:
+            raise DataError(f"the task asks for {n} samples but lists {len(set(wanted))} ids")
+        # The epoch's seed is secret until the epoch is over, so the ids cannot be
+        # re-derived here; `quorumbench verify` checks them against the revealed seed.
+        samples = bench.samples(wanted)  # a DataError for an id the benchmark lacks
+        config = EvalConfig(n=n, seed=commitment, batch_size=self.batch_size)
         return Prepared(bench, config, ref, tuple(samples))
 
     def run(

@@ -41,7 +41,6 @@ from quorumbench.evaluation import engine
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.benchmark import Benchmark, Sample
 from quorumbench.evaluation.results import RunResult
-from quorumbench.runner import loop
 from quorumbench.runner.client import Lease, ServerClient
 from quorumbench.runner.keys import create_key
 from quorumbench.runner.loop import Prepared, Runner, TaskEvaluator, stop_on_signals
@@ -73,7 +72,6 @@ def select_samples(benchmark: Benchmark, n: int, seed: str) -> list[Sample]:
 
 
 engine.select_samples = select_samples  # evaluate() looks it up in its module
-loop.select_samples = select_samples  # TaskEvaluator.prepare() imported it by name
 
 
 def model_number(ref: str) -> int:
@@ -192,7 +190,7 @@ class OracleEvaluator(TaskEvaluator):
         return MockBackend(answer=answer)
 
     def run(self, prepared: Prepared, backend: ModelBackend, progress: Any) -> RunResult:
-        samples = select_samples(prepared.benchmark, prepared.config.n, prepared.config.seed)
+        samples = prepared.samples
         self.gold = {}
         for sample in samples:
             item = generate_item(sample.id)

@@ -53,7 +53,7 @@ def test_claim_returns_a_lease_with_attempt_expiry_and_the_task(world: World) ->
     assert task["model"]["ref"].startswith("hf:test/model-")
     assert task["sample_ids"] == [str(i) for i in range(N_SAMPLES)]
     assert task["n_samples"] == N_SAMPLES
-    assert len(task["seed"]) == 64
+    assert len(task["seed_commitment"]) == 64 and "seed" not in task  # secret until it ends
     assert world.task(task_id).open_slots == QUORUM - 1
     assert world.active_leases(task_id) == 1
 

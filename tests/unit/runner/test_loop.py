@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import threading
 import time
@@ -57,7 +58,7 @@ def make_task(arith, task_id=1, *, n=3, seed="s", model=MODEL, **bench_overrides
         "model": {"id": 1, "ref": model},
         "benchmark": bench,
         "n_samples": n,
-        "seed": seed,
+        "seed_commitment": hashlib.sha256(seed.encode()).hexdigest(),
         "sample_ids": list(task_ids(n, seed)),
     }
 
@@ -273,19 +274,30 @@ def test_a_data_mismatch_is_refused(arith):
     assert client.released == [100]
 
 
-def test_other_sample_ids_are_refused(arith):
-    task = make_task(arith)
-    task["sample_ids"] = list(reversed(task["sample_ids"]))
+def test_sample_ids_the_benchmark_lacks_or_repeats_are_refused(arith):
+    unknown = make_task(arith)
+    unknown["sample_ids"][0] = "not-an-id"
+    repeated = make_task(arith, 2)
+    repeated["sample_ids"][1] = repeated["sample_ids"][0]
+    for task, why in ((unknown, "arith has no sample"), (repeated, "lists 2 ids")):
+        client = FakeClient([task])
+        outcome = make_runner(client).run_once()
+        assert outcome.status == "refused"
+        assert why in outcome.detail
+        assert client.submitted == []
+
+
+def test_the_task_carries_no_secret_seed_and_its_own_ids_are_evaluated(arith):
+    task = make_task(arith, seed="other")
+    assert "seed" not in task
     client = FakeClient([task])
-    outcome = make_runner(client).run_once()
-    assert outcome.status == "refused"
-    assert "sample ids differ" in outcome.detail
-    assert client.submitted == []
+    assert make_runner(client).run_once().status == "submitted"
+    assert client.submitted[0][1]["sample_ids"] == task["sample_ids"]
 
 
 def test_a_malformed_task_is_refused(arith):
     task = make_task(arith)
-    del task["seed"]
+    del task["seed_commitment"]
     outcome = make_runner(FakeClient([task])).run_once()
     assert outcome.status == "refused"
 
