@@ -32,14 +32,21 @@ from quorumbench.services.runners import runner_for
 router = APIRouter(prefix="/v0/leases", tags=["leases"])
 
 
+def _writer(ctx: ServerContext, token: str | None, *scopes: str) -> Principal:
+    """The caller, counted against its write limit, holding every one of ``scopes``."""
+    principal = authenticate(ctx, token)
+    count_write(ctx, principal)
+    for scope in scopes:
+        principal.require(scope)
+    return principal
+
+
 def _claimant(
     ctx: ServerContext, token: str | None, scope: str, runner: str, *, pulling: bool = False
 ) -> Claimant:
-    principal = authenticate(ctx, token)
-    count_write(ctx, principal)
-    principal.require(scope)
     # A suspended runner may not pull, but may heartbeat, release and submit what it
     # holds: its results are kept for the record and not counted.
+    principal = _writer(ctx, token, scope)
     return runner_for(ctx, principal, runner, allow_suspended=not pulling)
 
 
@@ -130,11 +137,8 @@ async def submit(
     """
 
     def work() -> SubmitOut:
-        principal = authenticate(ctx, token)
-        count_write(ctx, principal)
-        principal.require("task:submit")
-        if body.next_pull_key is not None:
-            principal.require("task:pull")  # before anything is stored
+        pulls = () if body.next_pull_key is None else ("task:pull",)
+        principal = _writer(ctx, token, "task:submit", *pulls)  # before anything is stored
         claimant = runner_for(ctx, principal, runner, allow_suspended=True)
         outcome = submit_result(ctx, claimant, lease_id, body.attempt, body.result, body.signature)
         out = SubmitOut(**outcome.__dict__)
