@@ -163,6 +163,9 @@ class Task(Base):
     score: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime]
     finalized_at: Mapped[datetime | None]
+    canary: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """For a canary: the settled per-sample answers it is checked against and their
+    source tasks. Never shown to runners, and public only once the task is final."""
 
 
 LIVE_LEASE = "state IN ('ACTIVE', 'SUBMITTED')"
@@ -202,6 +205,8 @@ class Lease(Base):
     ended_at: Mapped[datetime | None]
     pull_key: Mapped[str | None] = mapped_column(String(64))
     """The runner's idempotency key of the pull that made this lease, if it sent one."""
+    failure: Mapped[str | None] = mapped_column(String(500))
+    """Why the runner could not evaluate the task, for a FAILED lease."""
 
 
 class Result(Base):
