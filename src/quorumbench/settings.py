@@ -128,6 +128,19 @@ class ServerSettings(BaseSettings):
     outlier_limit: int = Field(
         5, ge=1, description="Outlier results after which a runner stops counting."
     )
+    canary_rate: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Share of tasks that, once settled, are kept open for one more "
+        "runner as a canary (a spot check of that runner).",
+    )
+    canary_window_s: float = Field(
+        1800,
+        gt=0,
+        description="How long a settled task waits for its canary result before it "
+        "is published anyway.",
+    )
     scheduler_interval_s: float = Field(
         5.0, gt=0, description="How often the server checks epochs and expired leases."
     )

@@ -85,6 +85,15 @@ class HeartbeatIn(BaseModel):
     attempt: int
 
 
+class FailureIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    attempt: int
+    reason: str = Field(
+        min_length=1, max_length=500, description="Why the task could not be evaluated."
+    )
+
+
 class HeartbeatOut(BaseModel):
     lease_id: int
     expires_at: datetime

@@ -362,8 +362,9 @@ def _wait_for_consensus(
         while True:
             tasks = _tasks(api, model_ids)
             final = [t for t in tasks if t["final"]]
-            votes = sum(t["n_results"] for t in tasks)
-            detail = f"results {votes}/{sum(t['quorum'] for t in tasks)}"
+            # An open task shows no result count (it would give canaries away).
+            disputed = sum(1 for t in tasks if t["status"] == "DISPUTED")
+            detail = f"{disputed} disputed" if disputed else ""
             progress.update(bar, total=len(tasks), completed=len(final), detail=detail)
             if tasks and len(final) == len(tasks):
                 break

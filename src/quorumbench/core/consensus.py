@@ -20,7 +20,7 @@ Per sample, the consensus value is the median of the runners' per-sample scores
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any, Literal
@@ -121,3 +121,30 @@ def quorum_verdict(
             agreement,
         )
     return Verdict("DISPUTED", None, spread, (), (), consensus, agreement)
+
+
+def verdict_from_dict(fields: Mapping[str, Any]) -> Verdict:
+    """The inverse of :meth:`Verdict.as_dict`."""
+    return Verdict(
+        fields["status"],
+        fields["score"],
+        fields["spread"],
+        tuple(fields["agreeing"]),
+        tuple(fields["outliers"]),
+        tuple(fields["sample_consensus"]),
+        tuple(fields["sample_agreement"]),
+    )
+
+
+def canary_passes(agreeing_scores: Sequence[float], score: float, threshold: float = 0.5) -> bool:
+    """Whether a canary result agrees with the settled answer of its task.
+
+    A canary is a task that already reached consensus; the extra result passes when
+    it would have joined the agreeing cluster: the cluster's scores together with it
+    still lie within ``threshold`` of each other (the rule every result of an open
+    task is held to).
+    """
+    if not agreeing_scores:
+        raise ValueError("a canary needs the agreeing scores of its settled task")
+    scores = [*agreeing_scores, score]
+    return max(scores) - min(scores) <= threshold + 1e-12

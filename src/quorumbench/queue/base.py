@@ -48,8 +48,19 @@ class TaskQueue(Protocol):
         """Extend an active lease; the new expiry. Raises LeaseExpiredError."""
         ...
 
-    def release(self, claimant: Claimant, lease_id: int, attempt: int, now: datetime) -> None:
-        """Give a lease back at once (its slot is claimable again)."""
+    def release(
+        self,
+        claimant: Claimant,
+        lease_id: int,
+        attempt: int,
+        now: datetime,
+        failure: str | None = None,
+    ) -> None:
+        """Give a lease back at once (its slot is claimable again).
+
+        With a ``failure`` (why the runner could not evaluate the task) the lease ends
+        FAILED and keeps the reason, and the account is not offered the task again.
+        """
         ...
 
     def expire(self, now: datetime) -> int:

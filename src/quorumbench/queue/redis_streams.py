@@ -331,8 +331,15 @@ class RedisStreamTaskQueue:
     def heartbeat(self, claimant: Claimant, lease_id: int, attempt: int, now: datetime) -> datetime:
         return self.sql.heartbeat(claimant, lease_id, attempt, now)
 
-    def release(self, claimant: Claimant, lease_id: int, attempt: int, now: datetime) -> None:
-        self.sql.release(claimant, lease_id, attempt, now)
+    def release(
+        self,
+        claimant: Claimant,
+        lease_id: int,
+        attempt: int,
+        now: datetime,
+        failure: str | None = None,
+    ) -> None:
+        self.sql.release(claimant, lease_id, attempt, now, failure)
         with self.sql.db.read() as session:
             task_id = session.get_one(Lease, lease_id).task_id
         self.publish([task_id])

@@ -8,10 +8,11 @@ serializes writers with ``BEGIN IMMEDIATE`` (see db/engine.py). Both statements 
 built once and run on a plain connection: this is the server's hottest path.
 
 One account holds at most one live (active or submitted) lease per task. The claim
-query skips tasks where it holds one, and the unique partial index
-``uq_leases_live_task_account`` makes it a guarantee: on PostgreSQL a lease that
-another runner of the same account committed after our snapshot can escape the
-query, and its INSERT then fails and the claim is retried on a fresh snapshot.
+query skips tasks where it holds one (or where it reported a failure), and the
+unique partial index ``uq_leases_live_task_account`` makes it a guarantee: on
+PostgreSQL a lease that another runner of the same account committed after our
+snapshot can escape the query, and its INSERT then fails and the claim is retried on
+a fresh snapshot.
 """
 
 from __future__ import annotations
@@ -45,12 +46,14 @@ from quorumbench.queue.base import Claim, Claimant
 
 LIVE_STATES = ("ACTIVE", "SUBMITTED")
 """Lease states that hold a task slot for the account (see the unique index above)."""
+BARRED_STATES = (*LIVE_STATES, "FAILED")
+"""An account is not offered a task it holds a live lease of, or reported it failed."""
 
 CLAIM_TRIES = 3
 
 _ACCOUNT = bindparam("account_id", type_=Integer)
-_LIVE = Lease.state.in_([literal_column(f"'{state}'") for state in LIVE_STATES])
-"""``state IN ('ACTIVE', 'SUBMITTED')`` with the states written into the SQL."""
+_BARRED = Lease.state.in_([literal_column(f"'{state}'") for state in BARRED_STATES])
+"""``state IN ('ACTIVE', 'SUBMITTED', 'FAILED')`` with the states written into the SQL."""
 
 
 _ZERO: ColumnElement[int] = literal_column("0")
@@ -65,7 +68,9 @@ def eligible(task: Any) -> list[ColumnElement[bool]]:
     all of the account's leases.
     """
     owner = select(Model.owner_id).where(Model.id == task.model_id).scalar_subquery()
-    held = select(func.count()).where(Lease.task_id == task.id, Lease.account_id == _ACCOUNT, _LIVE)
+    held = select(func.count()).where(
+        Lease.task_id == task.id, Lease.account_id == _ACCOUNT, _BARRED
+    )
     return [
         task.finalized_at.is_(None),
         task.open_slots > _ZERO,
@@ -333,11 +338,21 @@ class SqlTaskQueue:
             conn.execute(update(Lease).where(Lease.id == lease_id).values(expires_at=expires))
             return expires
 
-    def release(self, claimant: Claimant, lease_id: int, attempt: int, now: datetime) -> None:
+    def release(
+        self,
+        claimant: Claimant,
+        lease_id: int,
+        attempt: int,
+        now: datetime,
+        failure: str | None = None,
+    ) -> None:
+        state = "RELEASED" if failure is None else "FAILED"
         with self.db.write_connection() as conn:
             lease = self._active_lease(conn, claimant, lease_id, attempt, now)
             conn.execute(
-                update(Lease).where(Lease.id == lease_id).values(state="RELEASED", ended_at=now)
+                update(Lease)
+                .where(Lease.id == lease_id)
+                .values(state=state, ended_at=now, failure=failure)
             )
             conn.execute(
                 update(Task).where(Task.id == lease.task_id).values(open_slots=Task.open_slots + 1)

@@ -266,6 +266,17 @@ class ServerClient:
             params={"attempt": lease.attempt, "runner": self.runner},
         )
 
+    def fail(self, lease: Lease, reason: str) -> None:
+        """Report that this runner could not evaluate the task; the slot goes to others."""
+        self._request(
+            "POST",
+            f"/v0/leases/{lease.lease_id}/failure",
+            params={"runner": self.runner},
+            content=json.dumps(
+                {"attempt": lease.attempt, "reason": reason[:500] or "failed"}
+            ).encode(),
+        )
+
     def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]:
         """Submit the result of ``lease``, signed; retries resend the identical bytes."""
         signature = (

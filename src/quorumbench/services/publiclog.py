@@ -110,6 +110,7 @@ _TASK = (
         Task.quorum,
         Task.n_samples,
         Task.sample_ids,
+        Task.canary,
         Model.id.label("model_id"),
         Model.ref,
         Benchmark.name,
@@ -158,7 +159,7 @@ def log_entry(
     """The log entry of a task that has just reached its final status."""
     task = conn.execute(_TASK, {"task_id": task_id}).one()
     results = conn.execute(_RESULTS, {"task_id": task_id}).all()
-    return {
+    entry = {
         "task": {
             "id": task.id,
             "epoch": task.epoch_id,
@@ -205,6 +206,14 @@ def log_entry(
         ],
         "consensus": {**verdict.as_dict(), "round": round_, "decided_at": now.isoformat()},
     }
+    if task.canary is not None:
+        entry["canary"] = public_canary(task.canary)
+    return entry
+
+
+def public_canary(canary: dict[str, Any]) -> dict[str, Any]:
+    """What a final task shows of its canary: when it settled, which results were checked."""
+    return {"settled_at": canary["settled_at"], "checks": canary["checks"]}
 
 
 def append(

@@ -10,15 +10,22 @@ payload under a lease that already submitted is a conflict.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Integer, bindparam, exists, func, insert, select, update
 
-from quorumbench.core.consensus import Verdict, Vote, quorum_verdict
+from quorumbench.core.consensus import (
+    Verdict,
+    Vote,
+    canary_passes,
+    quorum_verdict,
+    verdict_from_dict,
+)
 from quorumbench.core.leaderboard import Accumulator, interval
 from quorumbench.core.signing import result_digest
 from quorumbench.db.models import (
@@ -111,6 +118,7 @@ _LEASE = (
         Task.model_id,
         Task.benchmark_id,
         Task.finalized_at,
+        Task.canary,
         Runner.suspended,
         Model.ref.label("model_ref"),
         Benchmark.name.label("benchmark_name"),
@@ -183,8 +191,10 @@ def submit_result(
         if signature is not None:
             check_signature(ctx, conn, lease, digest, signature, now)
         open_task = lease.finalized_at is None
-        # A suspended runner's late result is kept for the record but not counted.
-        counted = not (lease.suspended and open_task)
+        canary = open_task and lease.canary is not None
+        # A suspended runner's late result is kept for the record but not counted, and
+        # a canary result is checked against the settled answer, never voted with it.
+        counted = not (lease.suspended and open_task) and not canary
         result_id = conn.execute(
             _INSERT_RESULT,
             {
@@ -213,7 +223,9 @@ def submit_result(
         conn.execute(_SUBMITTED, {"lease_id": lease.id, "now": now})
         state = _TaskState(lease.task_id, lease.status, lease.task_round, lease.quorum)
         republish: list[int] = []
-        if not counted:
+        if canary:
+            state.status = _finish_canary(ctx, conn, lease, state, result_id, payload.score)
+        elif not counted:
             conn.execute(_REOPEN, {"task_id_": state.id})
             republish = [state.id]
         elif open_task and not (sqlite and lease.n_counted + 1 < state.quorum):
@@ -290,25 +302,17 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
     if verdict.status == "PENDING":
         return []
     now = ctx.now()
-    _record_outcome(conn, task, verdict, now)
     if verdict.status == "DONE":
-        task.status = "DONE"
-        conn.execute(
-            _TASK,
-            {"task_id_": task.id, "status": "DONE", "score": verdict.score, "finalized_at": now},
-        )
-        _update_reputation(ctx, conn, counted, verdict)
-        _update_leaderboard(ctx, conn, lease, verdict, now)
-        publiclog.append(
-            ctx, conn, task.id, publiclog.log_entry(conn, task.id, task.round, verdict, now), now
-        )
+        if _canary_wanted(ctx, conn, lease, now):
+            _settle_as_canary(ctx, conn, task, verdict, now)
+            return [task.id]
+        _publish_done(ctx, conn, lease, task, counted, verdict, now)
         return []
+    _record_outcome(conn, task, verdict, now)
     task.status = "DISPUTED"
     if task.round >= settings.max_rounds:
         conn.execute(_TASK, {"task_id_": task.id, "status": "DISPUTED", "finalized_at": now})
-        publiclog.append(
-            ctx, conn, task.id, publiclog.log_entry(conn, task.id, task.round, verdict, now), now
-        )
+        _log_final(ctx, conn, task, verdict, now)
         return []
     task.round += 1
     task.quorum += settings.quorum_step
@@ -325,6 +329,149 @@ def _log_final(
     """Append a task that reached its final status to the public log."""
     entry = publiclog.log_entry(conn, task.id, task.round, verdict, now)
     publiclog.append(ctx, conn, task.id, entry, now)
+
+
+def _publish_done(
+    ctx: ServerContext,
+    conn: Connection,
+    task_row: Any,
+    task: _TaskState,
+    counted: Sequence[Any],
+    verdict: Verdict,
+    now: datetime,
+) -> None:
+    """Make a DONE verdict public: outcome, reputation, leaderboard and log."""
+    _record_outcome(conn, task, verdict, now)
+    task.status = "DONE"
+    conn.execute(
+        _TASK,
+        {"task_id_": task.id, "status": "DONE", "score": verdict.score, "finalized_at": now},
+    )
+    _update_reputation(ctx, conn, counted, verdict)
+    _update_leaderboard(ctx, conn, task_row, verdict, now)
+    _log_final(ctx, conn, task, verdict, now)
+
+
+# --- canaries ----------------------------------------------------------------------
+#
+# A canary is a spot check: a task that has just reached consensus is, now and then,
+# kept open for one more runner instead of being published. To that runner it is an
+# ordinary open task of the current epoch (same payload, same public view: open
+# tasks show no results and no result count); its result is compared with the
+# settled answer, and a wrong one costs reputation. Then the task is published with
+# the consensus it had reached (the canary result is stored and logged, never voted).
+# A settled task that no runner takes within ``canary_window_s`` is published anyway.
+
+_OTHER_RUNNER = (
+    select(Runner.id)
+    .where(
+        Runner.suspended.is_(False),
+        Runner.last_seen_at >= bindparam("since"),
+        Runner.account_id != bindparam("owner_id", type_=Integer),
+        ~exists().where(
+            Lease.task_id == bindparam("task_id", type_=Integer),
+            Lease.account_id == Runner.account_id,
+        ),
+    )
+    .limit(1)
+)
+"""A runner seen lately that could take the canary slot (not the owner's, no lease on it)."""
+
+
+_CHANCE = random.SystemRandom()
+"""Which settled tasks become canaries must not be predictable from outside."""
+
+
+def _canary_wanted(ctx: ServerContext, conn: Connection, task_row: Any, now: datetime) -> bool:
+    rate = ctx.settings.canary_rate
+    if rate <= 0 or _CHANCE.random() >= rate:
+        return False
+    owner = conn.execute(select(Model.owner_id).where(Model.id == task_row.model_id)).scalar()
+    since = now - timedelta(seconds=ctx.settings.canary_window_s)
+    params = {"since": since, "owner_id": owner, "task_id": task_row.task_id}
+    return conn.execute(_OTHER_RUNNER, params).first() is not None
+
+
+def _settle_as_canary(
+    ctx: ServerContext, conn: Connection, task: _TaskState, verdict: Verdict, now: datetime
+) -> None:
+    deadline = now + timedelta(seconds=ctx.settings.canary_window_s)
+    canary = {
+        "verdict": verdict.as_dict(),
+        "settled_at": now.isoformat(),
+        "deadline": deadline.isoformat(),
+        "checks": [],
+    }
+    conn.execute(_TASK, {"task_id_": task.id, "canary": canary, "open_slots": 1})
+
+
+def _finish_canary(
+    ctx: ServerContext,
+    conn: Connection,
+    lease: Any,
+    task: _TaskState,
+    result_id: int,
+    score: float,
+) -> str:
+    """Check a canary result against the settled verdict, then publish the task."""
+    canary = dict(lease.canary)
+    verdict = verdict_from_dict(canary["verdict"])
+    counted = conn.execute(_COUNTED, {"task_id": task.id}).all()
+    agreeing = [r.score for r in counted if r.id in set(verdict.agreeing)]
+    passed = canary_passes(agreeing, score, ctx.settings.agreement_threshold)
+    if not passed:
+        conn.execute(_OUTLIERS, {"ids": [result_id]})
+    _tally(ctx, conn, {lease.runner_id: (1, 0) if passed else (0, 1)})
+    checks = [*canary["checks"], {"result_id": result_id, "passed": passed}]
+    conn.execute(_TASK, {"task_id_": task.id, "canary": {**canary, "checks": checks}})
+    _publish_done(ctx, conn, lease, task, counted, verdict, ctx.now())
+    return task.status
+
+
+def publish_overdue_canaries(ctx: ServerContext, now: datetime) -> int:
+    """Publish settled tasks whose canary window is over and that nobody is running."""
+    with ctx.db.read() as session:
+        waiting = session.execute(
+            select(Task.id, Task.canary).where(
+                Task.canary.is_not(None), Task.finalized_at.is_(None)
+            )
+        ).all()
+    due = [t.id for t in waiting if datetime.fromisoformat(t.canary["deadline"]) <= now]
+    published = 0
+    for task_id in due:
+        with ctx.db.write_connection() as conn:
+            query = _LEASE_TASK
+            if ctx.db.dialect != "sqlite":
+                query = query.with_for_update()
+            row = conn.execute(query, {"task_id": task_id}).first()
+            if row is None or row.finalized_at is not None:
+                continue
+            busy = conn.execute(
+                select(Lease.id).where(Lease.task_id == task_id, Lease.state == "ACTIVE").limit(1)
+            ).first()
+            if busy is not None:
+                continue  # its submission (or its expiry, next time) settles it
+            conn.execute(_TASK, {"task_id_": task_id, "open_slots": 0})
+            state = _TaskState(task_id, row.status, row.round, row.quorum)
+            counted = conn.execute(_COUNTED, {"task_id": task_id}).all()
+            verdict = verdict_from_dict(row.canary["verdict"])
+            _publish_done(ctx, conn, row, state, counted, verdict, now)
+            published += 1
+    return published
+
+
+_LEASE_TASK = select(
+    Task.id.label("task_id"),
+    Task.status,
+    Task.round,
+    Task.quorum,
+    Task.model_id,
+    Task.benchmark_id,
+    Task.n_samples,
+    Task.finalized_at,
+    Task.canary,
+).where(Task.id == bindparam("task_id", type_=Integer))
+"""A task with the columns ``_publish_done`` reads (shaped like a ``_LEASE`` row)."""
 
 
 def _record_outcome(conn: Connection, task: _TaskState, verdict: Verdict, now: datetime) -> None:
@@ -354,6 +501,11 @@ def _update_reputation(
         else:
             agree += 1
         deltas[result.runner_id] = (agree, out)
+    _tally(ctx, conn, deltas)
+
+
+def _tally(ctx: ServerContext, conn: Connection, deltas: dict[int, tuple[int, int]]) -> None:
+    """Add (agreements, outliers) per runner id; suspend runners over the limit."""
     tallies = [
         {"runner_id_": runner_id, "agree": agree, "out": out}
         for runner_id, (agree, out) in sorted(deltas.items())

@@ -24,6 +24,7 @@ from quorumbench.core.scheduling import PairStats, plan_epoch
 from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext
+from quorumbench.services.results import publish_overdue_canaries
 
 
 def epoch_index(ctx: ServerContext, when: datetime) -> int:
@@ -89,6 +90,8 @@ class TickReport:
     epoch: int
     created: int
     expired: int
+    published: int = 0
+    """Settled tasks published after their canary window passed."""
 
 
 def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
@@ -163,7 +166,8 @@ def tick(ctx: ServerContext) -> TickReport:
     epoch = ensure_epoch(ctx, now)
     created = schedule_epoch(ctx, epoch) if epoch.scheduled_at is None else 0
     expired = ctx.queue.expire(now)
-    return TickReport(epoch.id, created, expired)
+    published = publish_overdue_canaries(ctx, now)
+    return TickReport(epoch.id, created, expired, published)
 
 
 def revealed_seed(epoch: Epoch, now: datetime) -> str | None:

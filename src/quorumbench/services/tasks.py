@@ -9,6 +9,7 @@ from sqlalchemy import select
 from quorumbench.db.models import Benchmark, ConsensusOutcome, Model, Result, Task
 from quorumbench.errors import ConfigError, NotFoundError
 from quorumbench.services.context import ServerContext
+from quorumbench.services.publiclog import public_canary
 
 STATUSES = ("PENDING", "DONE", "DISPUTED")
 
@@ -53,7 +54,10 @@ def _task_dict(
         ]
         if final
         else [],
-        "n_results": len(results),
+        # Nor how many there are: a task that has its quorum of results and is still
+        # open would give away a canary (see services/results.py).
+        "n_results": len(results) if final else None,
+        "canary": public_canary(task.canary) if final and task.canary else None,
         "outcomes": [
             {
                 "round": o.round,

@@ -13,6 +13,8 @@ task's samples. Then:
 * a Sybil (three runners of one account) never holds two slots of one task, so it
   cannot make a quorum on its own;
 * the owner is never offered its own model;
+* a runner that fails canaries (tasks already settled by honest runners, handed to
+  it as ordinary open tasks) loses reputation and is suspended;
 and no wrong score reaches the leaderboard; ``quorumbench verify`` passes.
 """
 
@@ -70,7 +72,8 @@ def payload(lease: Lease, scores: list[float]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def world(tmp_path):
+def world(tmp_path, request):
+    overrides = getattr(request, "param", {})
     settings = ServerSettings(
         data_dir=tmp_path,
         database_url=f"sqlite:///{tmp_path / 'adv.db'}",
@@ -82,6 +85,7 @@ def world(tmp_path):
         lease_seconds=60,
         registrations_per_week=100,
         quota_evaluations=0,
+        **{"canary_rate": 0.0, **overrides},
     )
     with EmbeddedServer(create_app(settings, run_scheduler=False)) as server:
         ctx = server.context
@@ -233,3 +237,43 @@ def test_a_replayed_submission_of_another_runner_is_refused(world):
     )
     assert answer.status_code == 422
     assert answer.json()["type"] == "/problems/invalid-signature"
+
+
+@pytest.mark.parametrize("world", [{"canary_rate": 1.0, "canary_window_s": 600}], indirect=True)
+def test_a_runner_failing_canaries_is_suspended_and_changes_no_score(world, tmp_path):
+    server, ctx, runner, _ = world
+
+    def honest(lease: Lease) -> list[float]:
+        return honest_scores(lease.task)
+
+    def cheat(lease: Lease) -> list[float]:
+        return [1.0] * len(lease.task["sample_ids"])  # a perfect score, evaluated nothing
+
+    # Both outsiders are about (their runners registered keys) before the work starts.
+    cheater = {"cheater": (runner("cheater", "box"), cheat)}
+    late = {"late": (runner("late", "box"), honest)}
+    drain({name: (runner(f"honest{name}", "box"), honest) for name in ("1", "2", "3")})
+    with ctx.db.read() as session:
+        tasks = session.scalars(select(Task)).all()
+        # every task reached consensus and now waits, still open, for one more runner
+        assert len(tasks) == MODELS and all(t.finalized_at is None for t in tasks)
+        assert all(t.canary is not None and t.open_slots == 1 for t in tasks)
+    refused = drain(cheater)
+    assert refused["cheater"] >= 1  # suspended after outlier_limit (2) failed canaries
+    drain(late)  # an honest runner takes the remaining canaries and passes them
+    with ctx.db.read() as session:
+        tasks = session.scalars(select(Task)).all()
+        assert all(t.status == "DONE" and t.score == pytest.approx(0.5) for t in tasks)
+        checks = [c for t in tasks for c in t.canary["checks"]]
+        state = {r.name: r for r in session.scalars(select(Runner))}
+        cheater_row = session.scalars(
+            select(Runner).join(Result, Result.runner_id == Runner.id).where(Result.score == 1.0)
+        ).first()
+    assert [c["passed"] for c in checks].count(False) == 2
+    assert [c["passed"] for c in checks].count(True) == MODELS - 2
+    assert cheater_row is not None and cheater_row.suspended and cheater_row.outliers == 2
+    assert not any(r.suspended for r in state.values() if r.id != cheater_row.id)
+    board = httpx.get(f"{server.url}/v0/leaderboard", params={"benchmark": "arith"}).json()
+    assert all(row["score"] == pytest.approx(0.5) for row in board["rows"])
+    report = verify(server.url, tmp_path / "verify.json", Console())
+    assert report.problems == [] and report.size == MODELS

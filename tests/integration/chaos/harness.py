@@ -67,6 +67,7 @@ SERVER_ENV = {
     "QB_EPOCH_TASK_BUDGET": "1000",
     "QB_QUOTA_EVALUATIONS": "0",
     "QB_REGISTRATIONS_PER_WEEK": "1000",
+    "QB_CANARY_RATE": "0",
 }
 
 
@@ -106,6 +107,7 @@ def settings_for(data_dir: Path, database_url: str | None) -> ServerSettings:
         benchmarks=["arith"],
         quota_evaluations=0,
         registrations_per_week=1000,
+        canary_rate=0.0,
     )
 
 

@@ -307,6 +307,7 @@ def build_world(
         lease_seconds=LEASE_SECONDS,
         quorum=QUORUM,
         agreement_threshold=0.5,
+        canary_rate=0.0,
         queue=queue_settings,
     )
     ctx = ServerContext(settings, db, queue, clock)

@@ -206,6 +206,18 @@ def test_release_reopens_the_slot_at_once(world: World) -> None:
         world.submit(first, claim)
 
 
+def test_a_failure_reopens_the_slot_for_other_accounts_only(world: World) -> None:
+    owner, failing, other = world.account(), world.account(), world.account()
+    [task_id] = world.tasks(owner)
+    claim = _claim(world, failing)
+    world.queue.release(failing, claim.lease_id, claim.attempt, world.clock.now, "no sandbox")
+    assert world.task(task_id).open_slots == QUORUM
+    assert world.claim(failing) is None  # not offered the task it failed again
+    assert _claim(world, other).task_id == task_id
+    with pytest.raises(LeaseExpiredError):
+        world.submit(failing, claim)
+
+
 # -- expiry and fencing --------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ def live(tmp_path, smollm2_gguf) -> Iterator[EmbeddedServer]:
         scheduler_interval_s=0.2,
         registrations_per_week=100,
         quota_evaluations=0,
+        canary_rate=0.0,
     )
     with EmbeddedServer(create_app(settings)) as server:
         yield server

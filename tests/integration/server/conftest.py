@@ -41,6 +41,7 @@ def _settings(url: str, tmp_path, **overrides) -> ServerSettings:
         "benchmarks": ["arith"],
         "registrations_per_week": 3,
         "quota_evaluations": 0,
+        "canary_rate": 0.0,  # tests that want canaries ask for them
     }
     base.update(overrides)
     return ServerSettings(**base)

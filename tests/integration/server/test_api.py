@@ -7,8 +7,10 @@ import io
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from quorumbench.api.app import create_app
+from quorumbench.db.models import Result
 from quorumbench.services.scheduler import tick
 
 from ..signing import Keyring
@@ -326,7 +328,10 @@ def test_an_outlier_runner_is_suspended_at_once_and_its_late_results_do_not_coun
         late = submit(api, people, "r3", second, 1.0)
         assert late.status_code == 201, late.text
         task = api.get(f"/v0/tasks/{second['task']['id']}").json()
-        assert task["n_results"] == 1 and task["final"] is False  # stored, not counted
+        assert task["final"] is False and task["n_results"] is None  # no count while open
+        with ctx.db.read() as session:
+            stored = session.scalars(select(Result).where(Result.task_id == task["id"])).all()
+        assert [r.counted for r in stored] == [False]  # stored, not counted
 
 
 def submit_and_pull(api, people, who, lease, score, key, token=None):
@@ -369,3 +374,32 @@ def test_pulling_with_a_submission_needs_the_pull_scope_and_stores_nothing_witho
     assert_problem(refused, 403, "forbidden", "task:pull")
     stored = submit(api, people, "r2", lease, 0.5)
     assert stored.status_code == 201 and stored.json()["next"] is None  # the first store
+
+
+def test_a_reported_failure_ends_the_lease_and_the_task_goes_to_others(api, people, ctx):
+    from quorumbench.db.models import Lease
+
+    register(api, people, hub_ref(3))
+    lease = pull(api, people, "r1").json()
+    url = f"/v0/leases/{lease['lease_id']}/failure"
+    body = {"attempt": lease["attempt"], "reason": "sandbox: killed after 30 s (wall time)"}
+    params = {"runner": "r1-box"}
+    assert_problem(api.post(url, params=params, json=body), 401, "unauthenticated")
+    someone_else = api.post(url, params={"runner": "r2-box"}, json=body, headers=auth(people["r2"]))
+    assert someone_else.status_code == 404
+    too_long = {**body, "reason": "x" * 501}
+    assert (
+        api.post(url, params=params, json=too_long, headers=auth(people["r1"])).status_code == 422
+    )
+    stale = {**body, "attempt": lease["attempt"] + 1}
+    assert api.post(url, params=params, json=stale, headers=auth(people["r1"])).status_code == 409
+    done = api.post(url, params=params, json=body, headers=auth(people["r1"]))
+    assert done.status_code == 204, done.text
+    with ctx.db.read() as session:
+        row = session.get_one(Lease, lease["lease_id"])
+        assert (row.state, row.failure) == ("FAILED", body["reason"])
+    # r1's account is not offered the task again; the freed slot goes to another account
+    assert pull(api, people, "r1").status_code == 204
+    assert pull(api, people, "r2").json()["task"]["id"] == lease["task"]["id"]
+    # a failed lease cannot submit
+    assert submit(api, people, "r1", lease, 0.5).status_code == 409

@@ -100,3 +100,23 @@ def test_done_score_lies_within_the_agreeing_scores(scores, threshold):
         inside = [s for i, s in enumerate(scores, start=1) if i in verdict.agreeing]
         assert min(inside) <= verdict.score <= max(inside)
         assert max(inside) - min(inside) <= threshold + 1e-9
+
+
+def test_a_canary_passes_when_it_would_have_joined_the_agreeing_cluster():
+    from quorumbench.core.consensus import canary_passes
+
+    assert canary_passes([0.5, 0.75, 0.5], 0.5, threshold=0.5)
+    assert canary_passes([0.5, 0.75, 0.5], 0.25, threshold=0.5)  # spread 0.5: on the edge
+    assert not canary_passes([0.5, 0.75, 0.5], 0.0, threshold=0.5)
+    assert not canary_passes([0.5, 0.5, 0.5], 0.8, threshold=0.2)
+    assert canary_passes([0.5], 0.5, threshold=0.0)
+    with pytest.raises(ValueError):
+        canary_passes([], 0.5)
+
+
+def test_a_verdict_survives_its_dict_form():
+    from quorumbench.core.consensus import verdict_from_dict
+
+    votes = [Vote(1, 0.5, (1.0, 0.0)), Vote(2, 0.5, (1.0, 0.0)), Vote(3, 1.0, (1.0, 1.0))]
+    verdict = quorum_verdict(votes, quorum=3, min_agree=2, threshold=0.2)
+    assert verdict_from_dict(verdict.as_dict()) == verdict

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 
 from quorumbench.api.deps import BearerToken, Context, offload
 from quorumbench.api.schemas import (
+    FailureIn,
     HeartbeatIn,
     HeartbeatOut,
     LeaseIn,
@@ -113,6 +114,28 @@ async def release(
     def work() -> None:
         claimant = _claimant(ctx, token, "task:pull", runner)
         ctx.queue.release(claimant, lease_id, attempt, ctx.now())
+
+    await offload(request, work)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{lease_id}/failure", status_code=status.HTTP_204_NO_CONTENT)
+async def fail(
+    lease_id: int,
+    body: FailureIn,
+    ctx: Context,
+    token: BearerToken,
+    request: Request,
+    runner: str = Query("default"),
+) -> Response:
+    """Report that this runner could not evaluate the task (its sandbox stopped the
+    evaluation, the model does not load, its data differs): the lease ends FAILED with
+    the reason, the slot is claimable again, and this account is not offered the task
+    again."""
+
+    def work() -> None:
+        claimant = _claimant(ctx, token, "task:pull", runner)
+        ctx.queue.release(claimant, lease_id, body.attempt, ctx.now(), failure=body.reason)
 
     await offload(request, work)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
