@@ -30,6 +30,7 @@ from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.merkle import ProofError, verify_inclusion
 from quorumbench.core.publiclog import (
     Problem,
+    check_canaries,
     check_consistency_proof,
     check_log,
     check_result_signatures,
@@ -151,6 +152,7 @@ def _verify(
     _check_samples(server, entries, report, datasets_dir)
     problems, report.unsigned_results = check_result_signatures(entries, _runner_signature_holds)
     report.problems += problems
+    report.problems += check_canaries(entries)
     report.signatures_checked = (
         sum(len(row["entry"]["results"]) for row in entries) - report.unsigned_results
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quorumbench.core.canonical import canonical_json, sha256_hex
+from quorumbench.core.consensus import canary_passes
 from quorumbench.core.leaderboard import Accumulator, interval
 from quorumbench.core.merkle import (
     ProofError,
@@ -176,6 +177,36 @@ def check_result_signatures(
             if not verify(message, sig["value"], sig["public_key"]):
                 problems.append(Problem(where, "the runner's signature does not verify"))
     return problems, unsigned
+
+
+def check_canaries(entries: Sequence[Mapping[str, Any]]) -> list[Problem]:
+    """Re-check every canary verdict in ``entries`` from the entry alone.
+
+    A canary's result is stored but never voted (``counted`` false); it passed when it
+    would have joined the agreeing results within the logged threshold.
+    """
+    problems: list[Problem] = []
+    for row in entries:
+        entry = row["entry"]
+        canary = entry.get("canary")
+        if not canary:
+            continue
+        results = {r["id"]: r for r in entry["results"]}
+        agreeing = [results[i]["score"] for i in entry["consensus"]["agreeing"] if i in results]
+        for check in canary["checks"]:
+            where = f"entry {row.get('index')}, canary result {check.get('result_id')}"
+            result = results.get(check["result_id"])
+            if result is None:
+                problems.append(Problem(where, "not among the entry's results"))
+            elif result["counted"]:
+                problems.append(Problem(where, "counted toward consensus"))
+            elif not agreeing:
+                problems.append(Problem(where, "its task has no agreeing results"))
+            elif canary_passes(agreeing, result["score"], canary["threshold"]) != check["passed"]:
+                problems.append(Problem(where, f"logged passed={check['passed']}, recomputed not"))
+            elif result["outlier"] == check["passed"]:
+                problems.append(Problem(where, "its outlier mark contradicts the check"))
+    return problems
 
 
 def check_consistency_proof(

@@ -213,7 +213,11 @@ def log_entry(
 
 def public_canary(canary: dict[str, Any]) -> dict[str, Any]:
     """What a final task shows of its canary: when it settled, which results were checked."""
-    return {"settled_at": canary["settled_at"], "checks": canary["checks"]}
+    return {
+        "settled_at": canary["settled_at"],
+        "threshold": canary["threshold"],
+        "checks": canary["checks"],
+    }
 
 
 def append(

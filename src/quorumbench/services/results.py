@@ -400,6 +400,7 @@ def _settle_as_canary(
         "verdict": verdict.as_dict(),
         "settled_at": now.isoformat(),
         "deadline": deadline.isoformat(),
+        "threshold": ctx.settings.agreement_threshold,
         "checks": [],
     }
     conn.execute(_TASK, {"task_id_": task.id, "canary": canary, "open_slots": 1})
@@ -418,7 +419,7 @@ def _finish_canary(
     verdict = verdict_from_dict(canary["verdict"])
     counted = conn.execute(_COUNTED, {"task_id": task.id}).all()
     agreeing = [r.score for r in counted if r.id in set(verdict.agreeing)]
-    passed = canary_passes(agreeing, score, ctx.settings.agreement_threshold)
+    passed = canary_passes(agreeing, score, canary["threshold"])
     if not passed:
         conn.execute(_OUTLIERS, {"ids": [result_id]})
     _tally(ctx, conn, {lease.runner_id: (1, 0) if passed else (0, 1)})

@@ -141,3 +141,36 @@ def test_the_leaderboard_is_recomputed_from_done_entries_only(log) -> None:
     acc, stats = board[(0, "arith")]
     assert acc.n_tasks == 3 and acc.n_samples == 6  # tasks 0, 3, 6
     assert stats.score == pytest.approx(0.5)
+
+
+def _canary_entry(canary_score: float, passed: bool, outlier: bool) -> dict:
+    scores = {1: 0.5, 2: 0.75, 3: 0.5, 4: canary_score}
+    results = [
+        {"id": i, "score": s, "counted": i != 4, "outlier": i == 4 and outlier}
+        for i, s in scores.items()
+    ]
+    return {
+        "index": 0,
+        "entry": {
+            "results": results,
+            "consensus": {"status": "DONE", "agreeing": [1, 2, 3]},
+            "canary": {"threshold": 0.5, "checks": [{"result_id": 4, "passed": passed}]},
+        },
+    }
+
+
+def test_canary_verdicts_are_recomputed_from_the_entry():
+    from quorumbench.core.publiclog import check_canaries
+
+    assert check_canaries([_canary_entry(0.5, True, False)]) == []
+    assert check_canaries([_canary_entry(0.0, False, True)]) == []
+    # a failed canary logged as passed (or the reverse), or its mark changed
+    assert "recomputed" in check_canaries([_canary_entry(0.0, True, False)])[0].what
+    assert "recomputed" in check_canaries([_canary_entry(0.5, False, True)])[0].what
+    assert "outlier mark" in check_canaries([_canary_entry(0.5, True, True)])[0].what
+    counted = _canary_entry(0.5, True, False)
+    counted["entry"]["results"][3]["counted"] = True
+    assert "counted" in check_canaries([counted])[0].what
+    missing = _canary_entry(0.5, True, False)
+    missing["entry"]["canary"]["checks"][0]["result_id"] = 9
+    assert "not among" in check_canaries([missing])[0].what
