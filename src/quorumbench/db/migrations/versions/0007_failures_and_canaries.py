@@ -33,7 +33,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Downgrade schema."""
-    with op.batch_alter_table("tasks", schema=None) as batch_op:
-        batch_op.drop_column("canary")
-    with op.batch_alter_table("leases", schema=None) as batch_op:
-        batch_op.drop_column("failure")
+    # Plain ALTER TABLE … DROP COLUMN (SQLite 3.35+): a batch copy of ``tasks`` would
+    # drop a table that leases and results still reference.
+    op.drop_column("tasks", "canary")
+    op.drop_column("leases", "failure")
