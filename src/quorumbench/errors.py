@@ -16,7 +16,9 @@ QuorumError
 │   └── ChecksumMismatchError   the bytes do not hash to the pinned SHA-256
 ├── ModelLoadError              model files that cannot be loaded (or are refused)
 ├── BackendError                a backend failed while evaluating
-│   └── EndpointError           an OpenAI-compatible endpoint answered badly
+│   ├── EndpointError           an OpenAI-compatible endpoint answered badly
+│   ├── SandboxError            the sandboxed evaluation died, was killed or misbehaved
+│   └── EvaluationTimeoutError  a task ran past the runner's time limit
 ├── MissingDependencyError      an optional package is not installed
 ├── NotFoundError               no such account, model, task, lease…
 ├── ConflictError               the request contradicts stored state
@@ -24,6 +26,12 @@ QuorumError
 │   └── LeaseExpiredError       the lease expired or was superseded (fencing)
 ├── AuthenticationError         no valid API token
 ├── PermissionDeniedError       the token lacks a scope, or the account may not act
+│   └── LoginDeniedError        the person declined the login at the provider
+├── InvalidStateError           an OAuth callback whose state is unknown, spent or expired
+├── AuthorizationPendingError   a device login not approved yet; poll again later
+│   └── SlowDownError           … and poll less often
+├── LoginExpiredError           a device login that was not approved in time
+├── ProviderError               the login provider failed or answered badly
 ├── RateLimitedError            too many registrations, or quota not earned
 ├── InvalidSubmissionError      a result that does not match its task
 ├── RegistrationError           a model that may not be registered (too large…)
@@ -96,6 +104,17 @@ class EndpointError(BackendError):
         self.status = status
 
 
+class SandboxError(BackendError):
+    """The runner's sandboxed worker failed: it died (a memory or process limit, a
+    crash), was killed, or broke the protocol."""
+
+    code = "sandbox-error"
+
+
+class EvaluationTimeoutError(BackendError):
+    code = "evaluation-timeout"
+
+
 class MissingDependencyError(QuorumError):
     """An optional package is needed; ``extra`` names the pip extra that installs it."""
 
@@ -138,6 +157,38 @@ class AuthenticationError(QuorumError):
 
 class PermissionDeniedError(QuorumError):
     code = "forbidden"
+
+
+class LoginDeniedError(PermissionDeniedError):
+    code = "access-denied"
+
+
+class InvalidStateError(QuorumError):
+    code = "invalid-state"
+
+
+class AuthorizationPendingError(QuorumError):
+    """The login is not approved yet; ``interval`` is how long to wait (seconds)."""
+
+    code = "authorization-pending"
+
+    def __init__(self, message: str, interval: int) -> None:
+        super().__init__(message)
+        self.interval = interval
+
+
+class SlowDownError(AuthorizationPendingError):
+    code = "slow-down"
+
+
+class LoginExpiredError(QuorumError):
+    code = "expired-token"
+
+
+class ProviderError(QuorumError):
+    """The login provider could not be reached, or its answer makes no sense."""
+
+    code = "provider-error"
 
 
 class RateLimitedError(QuorumError):

@@ -6,11 +6,12 @@ tests build :class:`EvalSettings` directly. Command-line flags override these va
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -75,6 +76,80 @@ class OidcIssuer(BaseModel):
     algorithms: tuple[str, ...] = Field(
         ("RS256", "ES256", "EdDSA"), description="Signature algorithms accepted from it."
     )
+
+
+OAUTH_PRESETS: dict[str, dict[str, Any]] = {
+    "github": {
+        "authorize_url": "https://github.com/login/oauth/authorize",
+        "token_url": "https://github.com/login/oauth/access_token",
+        "device_code_url": "https://github.com/login/device/code",
+        "user_url": "https://api.github.com/user",
+        "subject_field": "id",
+        "name_field": "login",
+        "scopes": (),
+    },
+}
+"""Providers whose URLs are known: an operator sets only the client id and secret."""
+
+
+class OAuthProvider(BaseModel):
+    """An OAuth 2 login provider (configuration, not code): GitHub or one like it.
+
+    ``preset`` (default: the provider's ``name`` when that is a known preset, e.g.
+    ``github``) fills in the URLs and fields not given.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9-]{0,31}$",
+        description="The provider's name in URLs (/v0/auth/<name>/login) and in "
+        "`quorumbench login --provider`.",
+    )
+    preset: str | None = Field(
+        None, description="A known provider whose URLs are the defaults (github)."
+    )
+    client_id: str = Field(min_length=1, description="The OAuth app's client id.")
+    client_secret: SecretStr = Field(description="The OAuth app's client secret.")
+    authorize_url: str = Field(description="Where the browser is sent to log in (code flow).")
+    token_url: str = Field(description="Where codes and device codes become access tokens.")
+    device_code_url: str | None = Field(
+        None, description="Where the device flow starts (RFC 8628); unset: no device flow."
+    )
+    user_url: str = Field(description="The API that describes the logged-in user (JSON).")
+    subject_field: str = Field(
+        "id", description="The field of the user document that never changes (GitHub: id)."
+    )
+    name_field: str = Field(
+        "login", description="The field of the user document that names a new account."
+    )
+    scopes: tuple[str, ...] = Field((), description="OAuth scopes asked for.")
+    redirect_uri: str | None = Field(
+        None,
+        description="The callback URL registered with the provider; unset: "
+        "<this server>/v0/auth/<name>/callback as the request saw it.",
+    )
+    token_auth_method: Literal["client_secret_post", "client_secret_basic"] = Field(
+        "client_secret_post", description="How the server authenticates at token_url."
+    )
+    device_client_auth: bool = Field(
+        False,
+        description="Also send the client secret when polling for a device-flow token "
+        "(RFC 8628 3.4; GitHub needs none).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        preset = data.get("preset") or data.get("name")
+        if preset in OAUTH_PRESETS:
+            return {**OAUTH_PRESETS[preset], **data, "preset": preset}
+        if data.get("preset"):
+            known = ", ".join(sorted(OAUTH_PRESETS))
+            raise ValueError(f"unknown OAuth preset {data['preset']!r}; known: {known}")
+        return data
 
 
 class ServerSettings(BaseSettings):
@@ -174,12 +249,53 @@ class ServerSettings(BaseSettings):
         description="Ed25519 key (PEM) that signs the public log's tree heads; "
         "default <data_dir>/log-signing-key.pem, made on first start.",
     )
+    oauth_providers: list[OAuthProvider] = Field(
+        default_factory=list,
+        description="OAuth login providers (JSON list of {name, client_id, client_secret, "
+        "...}; a github entry needs only those three).",
+    )
+    login_return_path: str | None = Field(
+        None,
+        pattern=r"^/([^/\\#\s][^#\s]*)?$",
+        description="A local path the browser is sent to after an OAuth login, with the "
+        "session in the URL fragment; unset: the callback answers JSON.",
+    )
+    insecure_dev_login: bool = Field(
+        False,
+        description="INSECURE, development only: POST /v0/auth/dev-login opens a session "
+        "for any account without credentials; refused unless bound to loopback.",
+    )
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> ServerSettings:
         if self.queue.backend == "redis" and not self.queue.redis_url:
             raise ConfigError("QB_QUEUE__BACKEND=redis needs QB_QUEUE__REDIS_URL")
         return self
+
+    @model_validator(mode="after")
+    def _unique_providers(self) -> ServerSettings:
+        names = [provider.name for provider in self.oauth_providers]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ConfigError(f"QB_OAUTH_PROVIDERS names {', '.join(repeated)} twice")
+        return self
+
+    def oauth_provider(self, name: str) -> OAuthProvider | None:
+        return next((p for p in self.oauth_providers if p.name == name), None)
+
+    def check_listen_address(self, host: str) -> None:
+        """Refuse to serve the insecure development login on anything but loopback."""
+        if not self.insecure_dev_login:
+            return
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ConfigError(
+                f"QB_INSECURE_DEV_LOGIN lets anyone log in as anyone: it is refused on "
+                f"{host!r}; listen on 127.0.0.1 (or ::1) or turn it off"
+            )
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -243,4 +359,30 @@ class RunnerSettings(BaseSettings):
         None,
         description="Key for tasks whose model is an openai: endpoint; never printed, "
         "logged or written.",
+    )
+    sandbox: Literal["auto", "bwrap", "unshare", "none"] = Field(
+        "auto",
+        description="Where model code runs: auto (bubblewrap, else unshare), bwrap, unshare, "
+        "or none (in the runner's own process; only through --no-sandbox or this variable).",
+    )
+    memory_limit_mb: int | None = Field(
+        None,
+        ge=512,
+        description="Address space of a sandboxed worker in MiB (RLIMIT_AS); unset means "
+        "three quarters of this machine's memory.",
+    )
+    process_limit: int = Field(
+        512, ge=16, description="Processes and threads a sandboxed worker may have."
+    )
+    task_time_limit_s: float = Field(
+        3600.0,
+        gt=0,
+        description="Wall time of one task (download, load and evaluation); past it the "
+        "sandbox is killed and the task fails.",
+    )
+    allow_pickle: bool = Field(
+        False, description="Load pickled weights (.bin/.pt), which can run code when loaded."
+    )
+    trust_remote_code: bool = Field(
+        False, description="Run a model repository's own Python code (transformers auto_map)."
     )

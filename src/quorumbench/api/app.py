@@ -17,12 +17,13 @@ from fastapi import FastAPI
 from quorumbench import __version__
 from quorumbench.api import problems
 from quorumbench.api.deps import install_hot_path
-from quorumbench.api.routes import auth, board, leases, models, runners
+from quorumbench.api.routes import auth, board, leases, models, oauth, runners
 from quorumbench.api.routes import log as public_log
 from quorumbench.services.context import ServerContext
 from quorumbench.services.scheduler import tick
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
+from quorumbench.web import routes as web
 
 log = logging.getLogger("quorumbench.scheduler")
 
@@ -63,6 +64,11 @@ def create_app(
         ctx = context or build_context(settings, datasets_dir=datasets_dir)
         app.state.context = ctx
         install_hot_path(app, ctx)
+        if settings.insecure_dev_login:
+            logging.getLogger("quorumbench.api").warning(
+                "INSECURE: QB_INSECURE_DEV_LOGIN is on: POST /v0/auth/dev-login gives anyone "
+                "a session as any account; never run it like this where others can connect"
+            )
         scheduler = SchedulerThread(ctx, settings.scheduler_interval_s) if run_scheduler else None
         if scheduler:
             scheduler.start()
@@ -82,9 +88,12 @@ def create_app(
     )
     problems.install(app)
     app.add_middleware(problems.BodyLimit, limit=settings.max_body_bytes)
-    routers = (auth, models, leases, board, public_log, runners)
+    routers = (auth, oauth, models, leases, board, public_log, runners)
     for router in (module.router for module in routers):
         app.include_router(router)
+    if settings.insecure_dev_login:
+        app.include_router(auth.dev_router)
+    app.include_router(web.router)
 
     @app.get("/v0/health", tags=["meta"])
     def health() -> dict[str, str]:

@@ -37,6 +37,10 @@ STATUS: dict[type[errors.QuorumError], int] = {
     errors.ConfigError: 400,
     errors.UnknownBenchmarkError: 400,
     errors.ServiceUnavailableError: 503,
+    errors.InvalidStateError: 400,
+    errors.AuthorizationPendingError: 428,
+    errors.LoginExpiredError: 410,
+    errors.ProviderError: 502,
 }
 RETRY_AFTER_S = 5
 """What a 503 tells clients to wait before trying again."""
@@ -86,6 +90,8 @@ async def quorum_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, errors.DuplicateModelError):
         extra["existing_model_id"] = exc.existing_id
     retry = exc.retry_after if isinstance(exc, errors.RateLimitedError) else None
+    if isinstance(exc, errors.AuthorizationPendingError):
+        extra["interval"] = retry = exc.interval
     return problem(
         request, status_for(exc), exc.code, _title(exc.code), exc.message, retry, **extra
     )

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from quorumbench.backends._files import default_cache_dir, file_sha256, pinned_local, require
 from quorumbench.backends._registry import BackendOptions
+from quorumbench.backends.local import MARKER, LocalModel, load_local
 from quorumbench.errors import MissingDependencyError, ModelLoadError
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.refs import ModelRef
-
-_MARKER = "quorumbench-converted"
 
 
 def locate_gguf(ref: ModelRef, options: BackendOptions) -> tuple[Path, str]:
@@ -42,27 +43,46 @@ def locate_gguf(ref: ModelRef, options: BackendOptions) -> tuple[Path, str]:
 def converted_dir(gguf_path: Path, digest: str, cache_dir: Path | None) -> Path:
     """A transformers directory converted from ``gguf_path``; converts on first use."""
     require("torch", "transformers", "gguf", extra="gguf")
+    with conversion_slot(digest, cache_dir) as staging:
+        if staging is not None:
+            convert_into(gguf_path, digest, staging)
+    return (cache_dir or default_cache_dir()) / "gguf" / digest
+
+
+@contextmanager
+def conversion_slot(digest: str, cache_dir: Path | None) -> Iterator[Path | None]:
+    """Under the cache's lock: ``None`` when ``digest`` is converted already, else an
+    empty staging directory that becomes the conversion if it holds the marker when
+    the block ends (and is removed otherwise)."""
     from filelock import FileLock
 
     root = (cache_dir or default_cache_dir()) / "gguf"
     target = root / digest
-    if (target / _MARKER).is_file():
-        return target
+    if (target / MARKER).is_file():
+        yield None
+        return
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f"{digest}.lock")):
-        if (target / _MARKER).is_file():
-            return target
+        if (target / MARKER).is_file():
+            yield None
+            return
         staging = Path(tempfile.mkdtemp(prefix=f"{digest[:12]}-", dir=root))
         try:
-            _convert(gguf_path, staging)
-            (staging / _MARKER).write_text(f"{gguf_path.name}\n{digest}\n", encoding="utf-8")
-            if target.exists():
-                shutil.rmtree(target)
-            staging.rename(target)
+            yield staging
+            if (staging / MARKER).is_file():
+                if target.exists():
+                    shutil.rmtree(target)
+                staging.rename(target)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-    return target
+
+
+def convert_into(gguf_path: Path, digest: str, out: Path) -> None:
+    """De-quantize ``gguf_path`` into the empty directory ``out`` and mark it done."""
+    require("torch", "transformers", "gguf", extra="gguf")
+    _convert(gguf_path, out)
+    (out / MARKER).write_text(f"{gguf_path.name}\n{digest}\n", encoding="utf-8")
 
 
 def _convert(gguf_path: Path, out: Path) -> None:
@@ -85,13 +105,17 @@ def _convert(gguf_path: Path, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def load_gguf_backend(ref: ModelRef, options: BackendOptions) -> ModelBackend:
-    """Load a GGUF model through transformers (de-quantized, converted once)."""
+def fetch_gguf(ref: ModelRef, options: BackendOptions) -> LocalModel:
+    """The GGUF file of ``ref`` (downloaded when on the Hub) and where its conversion
+    lives in the cache, ``<cache>/gguf/<file sha256>`` (made on first load)."""
     path, digest = locate_gguf(ref, options)
-    from quorumbench.backends.hf import load_transformers_dir
-
-    directory = converted_dir(path, digest, options.cache_dir)
     pinned = ref if ref.revision else ref.with_revision(digest)
     if ref.is_local:
         pinned = ModelRef("gguf", str(path), digest)
-    return load_transformers_dir(directory, pinned, digest, options, backend="gguf")
+    directory = (options.cache_dir or default_cache_dir()) / "gguf" / digest
+    return LocalModel("gguf", pinned, digest, directory, gguf_file=path)
+
+
+def load_gguf_backend(ref: ModelRef, options: BackendOptions) -> ModelBackend:
+    """Load a GGUF model through transformers (de-quantized, converted once)."""
+    return load_local(fetch_gguf(ref, options), options)

@@ -14,6 +14,7 @@ from typing import Any
 
 from quorumbench.backends._files import pinned_local, require
 from quorumbench.backends._registry import BackendOptions
+from quorumbench.backends.local import LocalModel, load_local
 from quorumbench.errors import MissingDependencyError, ModelLoadError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
@@ -123,23 +124,31 @@ def _device_and_dtype(options: BackendOptions) -> tuple[str, Any]:
     return device, dtypes[options.dtype]
 
 
-def load_hf_backend(ref: ModelRef, options: BackendOptions) -> ModelBackend:
-    """Load an ``hf:`` ref: a checkpoint, or a LoRA adapter on its pinned base."""
-    require("torch", "transformers", extra="hf")
+def fetch_hf(ref: ModelRef, options: BackendOptions) -> LocalModel:
+    """The local files of an ``hf:`` ref (a checkout, or an adapter and its base)."""
     checkout = _checkout(ref, options)
     base_ref = _adapter_base(checkout)
     if base_ref is None:
-        return load_transformers_dir(checkout.directory, checkout.ref, checkout.revision, options)
+        _check_weights(checkout.directory, options)
+        return LocalModel("hf", checkout.ref, checkout.revision, checkout.directory)
     base = _checkout(base_ref, options)
     if _adapter_base(base) is not None:
         raise ModelLoadError("an adapter's base is itself an adapter; stacking is not supported")
-    return load_transformers_dir(
-        base.directory,
+    _check_weights(base.directory, options)
+    return LocalModel(
+        "hf",
         checkout.ref,
         checkout.revision,
-        options,
-        adapter=(checkout.directory, base.ref),
+        base.directory,
+        adapter=checkout.directory,
+        base_ref=base.ref,
     )
+
+
+def load_hf_backend(ref: ModelRef, options: BackendOptions) -> ModelBackend:
+    """Load an ``hf:`` ref: a checkpoint, or a LoRA adapter on its pinned base."""
+    require("torch", "transformers", extra="hf")
+    return load_local(fetch_hf(ref, options), options)
 
 
 def load_transformers_dir(

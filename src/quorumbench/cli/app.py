@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import typer
 from rich.console import Console
 
+from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.runner_cmd import runner_app
 from quorumbench.errors import QuorumError
 
@@ -320,6 +321,21 @@ def leaderboard_command(
     leaderboard(server, benchmark, limit, console)
 
 
+@app.command("login")
+@handle_errors
+def login_command(
+    server: Annotated[str, typer.Option("--server", help="Server URL.")] = "http://127.0.0.1:8000",
+    provider: Annotated[
+        str, typer.Option("--provider", help="Login provider configured on the server.")
+    ] = "github",
+) -> None:
+    """Log in through the provider's device flow; the session is kept in a 0600 file
+    ($XDG_CONFIG_HOME/quorumbench/sessions.json)."""
+    from quorumbench.cli.login_cmd import login
+
+    login(server, provider, console)
+
+
 @app.command("verify")
 @handle_errors
 def verify_command(
@@ -415,6 +431,9 @@ def demo_command(
         timeout_s=timeout,
     )
     run_demo(options, console)
+
+
+app.command("export-site")(handle_errors(export_site_command))
 
 
 def main() -> None:

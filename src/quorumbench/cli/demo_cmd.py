@@ -286,6 +286,7 @@ def _runners(
     """One ``quorumbench runner start`` process per volunteer; stopped with SIGINT."""
     threads = max(1, (os.cpu_count() or 1) // len(tokens))
     started: list[RunnerProcess] = []
+    sandbox = _sandbox_flags(console)
     try:
         for account, token in tokens.items():
             # What `quorumbench runner init` does: a signing key, registered.
@@ -318,6 +319,7 @@ def _runners(
                 command += ["--cache-dir", str(options.cache_dir)]
             if options.datasets_dir:
                 command += ["--datasets-dir", str(options.datasets_dir)]
+            command += sandbox
             log_path = logs / f"runner-{account}.log"
             log = log_path.open("ab")
             process = subprocess.Popen(
@@ -340,6 +342,25 @@ def _runners(
                 runner.process.kill()
                 runner.process.wait()
             runner.log.close()
+
+
+def _sandbox_flags(console: Console) -> list[str]:
+    """The runners evaluate in a sandbox when this machine can make one; otherwise
+    (the demo's two models are its own) in process, and the demo says so."""
+    from quorumbench.runner.sandbox import Limits, default_memory_mb, resolve_sandbox
+
+    try:
+        sandbox = resolve_sandbox("auto", Limits(default_memory_mb(), 512))
+    except ConfigError as exc:
+        console.print(
+            f"[yellow]{exc.message.split('. ')[0]}: the demo's runners evaluate its own two "
+            "models without one (--no-sandbox)[/]",
+            highlight=False,
+        )
+        return ["--no-sandbox"]
+    assert sandbox is not None
+    console.print(f"the runners evaluate model code in a {sandbox.tool} sandbox", highlight=False)
+    return ["--sandbox", sandbox.tool]
 
 
 def _wait_for_consensus(

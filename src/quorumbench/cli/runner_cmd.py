@@ -116,6 +116,7 @@ def _settings(overrides: dict[str, Any]) -> Any:
 
 @runner_app.command("start")
 def start_command(
+    ctx: typer.Context,
     server: ServerOption = None,
     token: TokenOption = None,
     name: NameOption = None,
@@ -164,12 +165,84 @@ def start_command(
             show_default=False,
         ),
     ] = None,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            "--sandbox",
+            envvar="QB_RUNNER_SANDBOX",
+            help="Where model code runs: auto (bubblewrap, else unshare), bwrap or unshare "
+            "(default auto).",
+            show_default=False,
+        ),
+    ] = None,
+    no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="Run model code in the runner's own process, with your network and files "
+            "(only for models you trust).",
+        ),
+    ] = False,
+    memory_limit_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--memory-limit-mb",
+            envvar="QB_RUNNER_MEMORY_LIMIT_MB",
+            min=512,
+            help="Address space of a sandboxed worker in MiB (default: 3/4 of the memory).",
+            show_default=False,
+        ),
+    ] = None,
+    process_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--process-limit",
+            envvar="QB_RUNNER_PROCESS_LIMIT",
+            min=16,
+            help="Processes and threads a sandboxed worker may have (default 512).",
+            show_default=False,
+        ),
+    ] = None,
+    task_time_limit: Annotated[
+        float | None,
+        typer.Option(
+            "--task-time-limit",
+            envvar="QB_RUNNER_TASK_TIME_LIMIT_S",
+            min=1,
+            help="Seconds one task may take before its sandbox is killed (default 3600).",
+            show_default=False,
+        ),
+    ] = None,
+    allow_pickle: Annotated[
+        bool,
+        typer.Option(
+            "--allow-pickle",
+            envvar="QB_RUNNER_ALLOW_PICKLE",
+            help="Load pickled .bin/.pt weights (they can run code).",
+        ),
+    ] = False,
+    trust_remote_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-remote-code",
+            envvar="QB_RUNNER_TRUST_REMOTE_CODE",
+            help="Run Python code shipped in a model repository.",
+        ),
+    ] = False,
 ) -> None:
     """Pull tasks from the server, evaluate them and submit the results."""
     from quorumbench.cli.app import err_console, handle_errors  # app.py imports this module
 
     if once and auto:
         raise typer.BadParameter("use --once or --auto, not both", param_hint="--once")
+    source = ctx.get_parameter_source("sandbox")
+    typed = source is not None and source.name == "COMMANDLINE"  # not the variable
+    if no_sandbox and typed:
+        raise typer.BadParameter("use --sandbox or --no-sandbox, not both", param_hint="--sandbox")
+    if typed and sandbox not in ("auto", "bwrap", "unshare"):
+        raise typer.BadParameter(
+            f"{sandbox!r}: use auto, bwrap or unshare (or --no-sandbox)", param_hint="--sandbox"
+        )
     given: dict[str, Any] = {
         "server_url": server,
         "token": token,
@@ -179,6 +252,12 @@ def start_command(
         "cache_dir": cache_dir,
         "device": device,
         "batch_size": batch_size,
+        "sandbox": "none" if no_sandbox else sandbox,
+        "memory_limit_mb": memory_limit_mb,
+        "process_limit": process_limit,
+        "task_time_limit_s": task_time_limit,
+        "allow_pickle": allow_pickle or None,
+        "trust_remote_code": trust_remote_code or None,
     }
     overrides = {key: value for key, value in given.items() if value is not None}
     code = handle_errors(_start)(overrides, once, err_console)

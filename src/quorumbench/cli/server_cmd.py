@@ -54,6 +54,12 @@ def serve(
     from quorumbench.settings import get_settings
 
     settings = server_settings(database_url, data_dir, queue)
+    settings.check_listen_address(host)
+    if settings.insecure_dev_login:
+        console.print(
+            "[bold red]INSECURE:[/] QB_INSECURE_DEV_LOGIN is on: POST /v0/auth/dev-login "
+            "gives anyone a session as any account (development only)"
+        )
     app = create_app(settings, datasets_dir=datasets_dir or get_settings().datasets_dir)
     console.print(
         f"QuorumBench server on http://{host}:{port} (API /v0, docs /docs); "

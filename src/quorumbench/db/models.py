@@ -391,3 +391,29 @@ class FederatedIdentity(Base):
     issuer: Mapped[str] = mapped_column(String(300))
     subject: Mapped[str] = mapped_column(String(300))
     created_at: Mapped[datetime]
+
+
+class OAuthLogin(Base):
+    """An OAuth login under way (services/oauth.py): single use, short-lived.
+
+    A code-flow login keeps its PKCE verifier under the hash of its ``state``; a
+    device-flow login keeps the provider's device code under the hash of the opaque
+    handle the client polls with. ``used_at`` is set once, when it ends.
+    """
+
+    __tablename__ = "oauth_logins"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(8))
+    """``code`` or ``device``."""
+    handle_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    secret: Mapped[str] = mapped_column(String(512))
+    """The PKCE code verifier, or the provider's device code."""
+    redirect_uri: Mapped[str | None] = mapped_column(String(1000))
+    interval: Mapped[int | None] = mapped_column(Integer)
+    """Device flow: the seconds the provider wants between polls."""
+    polled_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    used_at: Mapped[datetime | None]

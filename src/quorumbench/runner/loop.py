@@ -8,6 +8,12 @@ the lease. A task the runner cannot do (its quorumbench is out of date, the data
 differs, the model does not load) is released at once so another runner takes it,
 and the loop goes on with the next task.
 
+Model code runs in a sandboxed worker process (``runner/sandbox.py``,
+``runner/worker.py``) unless the runner was started with ``--no-sandbox``. A task
+has ``task_time_limit_s`` from its start; past it, or when the worker dies (a
+memory or process limit, a crash), the sandbox is killed and the task is
+``failed``.
+
 The result payload is built once per task and submitted once; the client's retries
 resend the same bytes, which the server recognizes as a duplicate.
 """
@@ -18,6 +24,7 @@ import json
 import logging
 import signal
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -30,14 +37,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from quorumbench.backends import BackendOptions, load_backend
+from quorumbench.backends.local import sandboxable
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
     DataError,
+    EvaluationTimeoutError,
     LeaseExpiredError,
     PermissionDeniedError,
     QuorumError,
+    SandboxError,
     ServerUnavailableError,
 )
 from quorumbench.evaluation.backend import ModelBackend
@@ -46,6 +56,14 @@ from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.results import RunResult
 from quorumbench.runner.client import Lease, ServerClient
 from quorumbench.runner.keys import default_key_file, load_key
+from quorumbench.runner.sandbox import (
+    Limits,
+    Sandbox,
+    default_memory_mb,
+    protected_paths,
+    resolve_sandbox,
+)
+from quorumbench.runner.worker import load_sandboxed
 from quorumbench.settings import RunnerSettings
 
 log = logging.getLogger("quorumbench.runner")
@@ -97,6 +115,10 @@ def _load_benchmark(name: str, context: BenchmarkContext) -> Benchmark:
     return load_benchmark(name, context)
 
 
+def _no_watch() -> None:
+    pass
+
+
 def _normalized(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
@@ -113,7 +135,13 @@ class Prepared:
 
 
 class TaskEvaluator:
-    """Loads (and caches) benchmarks and models; evaluates exactly a task's samples."""
+    """Loads (and caches) benchmarks and models; evaluates exactly a task's samples.
+
+    With a ``sandbox``, a model that runs code on this machine (``hf:``, ``gguf:``,
+    ``bundled:``) is fetched here and loaded in a sandboxed worker, one per cached
+    model (``runner/worker.py``); ``openai:`` endpoints and the test loaders run in
+    this process.
+    """
 
     def __init__(
         self,
@@ -124,6 +152,7 @@ class TaskEvaluator:
         max_models: int = 1,
         backend_loader: BackendLoader = _load_backend,
         benchmark_loader: BenchmarkLoader = _load_benchmark,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.context = BenchmarkContext(datasets_dir)
         self.options = options or BackendOptions()
@@ -131,6 +160,7 @@ class TaskEvaluator:
         self.max_models = max(1, max_models)
         self._load_backend = backend_loader
         self._load_benchmark = benchmark_loader
+        self.sandbox = sandbox
         self._backends: OrderedDict[str, ModelBackend] = OrderedDict()
         self._benchmarks: dict[str, Benchmark] = {}
 
@@ -139,14 +169,24 @@ class TaskEvaluator:
             self._benchmarks[name] = self._load_benchmark(name, self.context)
         return self._benchmarks[name]
 
-    def backend(self, ref: str) -> ModelBackend:
-        """The model behind ``ref``, loaded once and kept (least recently used goes)."""
+    def backend(self, ref: str, watch: Callable[[], None] = _no_watch) -> ModelBackend:
+        """The model behind ``ref``, loaded once and kept (least recently used goes).
+
+        ``watch`` is called while a sandboxed model loads; what it raises stops the
+        load (and kills the sandbox). A sandboxed model whose worker died is loaded
+        again.
+        """
         if ref in self._backends:
-            self._backends.move_to_end(ref)
-            return self._backends[ref]
+            if getattr(self._backends[ref], "alive", True):
+                self._backends.move_to_end(ref)
+                return self._backends[ref]
+            self.evict(ref)
         while len(self._backends) >= self.max_models:
             self.evict(next(iter(self._backends)))
-        backend = self._load_backend(ref, self.options)
+        if self.sandbox is not None and sandboxable(ref):
+            backend: ModelBackend = load_sandboxed(ref, self.options, self.sandbox, watch)
+        else:
+            backend = self._load_backend(ref, self.options)
         self._backends[ref] = backend
         return backend
 
@@ -269,6 +309,7 @@ class Runner:
         min_idle_backoff_s: float = 2.0,
         max_idle_backoff_s: float = 30.0,
         min_heartbeat_s: float = MIN_HEARTBEAT_S,
+        task_time_limit_s: float | None = None,
     ) -> None:
         self.client = client
         self.evaluator = evaluator
@@ -276,6 +317,7 @@ class Runner:
         self.min_idle_backoff_s = min_idle_backoff_s
         self.max_idle_backoff_s = max(max_idle_backoff_s, min_idle_backoff_s)
         self.min_heartbeat_s = min_heartbeat_s
+        self.task_time_limit_s = task_time_limit_s
 
     def close(self) -> None:
         self.evaluator.close()
@@ -331,17 +373,21 @@ class Runner:
 
     def _work(self, lease: Lease, keeper: LeaseKeeper, stop: threading.Event) -> TaskOutcome:
         ids = {"task_id": lease.task.get("id"), "lease_id": lease.lease_id}
+        limit = self.task_time_limit_s
+        deadline = None if limit is None else time.monotonic() + limit
 
         def checkpoint(_: int = 0) -> None:
             if keeper.lost.is_set():
                 raise _Interrupted("abandoned")
             if stop.is_set():
                 raise _Interrupted("stopped")
+            if deadline is not None and time.monotonic() > deadline:
+                raise EvaluationTimeoutError(f"the task ran past its time limit ({limit:g} s)")
 
         stage: Status = "refused"  # until the model is loaded, then "failed"
         try:
             prepared = self.evaluator.prepare(lease.task)
-            backend = self.evaluator.backend(prepared.model_ref)
+            backend = self.evaluator.backend(prepared.model_ref, checkpoint)
             stage = "failed"
             checkpoint()
             result = self._evaluate(lease, prepared, backend, checkpoint)
@@ -352,6 +398,10 @@ class Runner:
                 return TaskOutcome("abandoned", detail=f"lease lost: {keeper.reason}", **ids)
             self._release(lease)
             return TaskOutcome("stopped", detail="stop requested; lease released", **ids)
+        except (SandboxError, EvaluationTimeoutError) as exc:  # the model's code failed
+            self.evaluator.evict(str(lease.task.get("model", {}).get("ref", "")))
+            self._release(lease)
+            return TaskOutcome("failed", detail=exc.message, **ids)
         except QuorumError as exc:
             self._release(lease)
             return TaskOutcome(stage, detail=exc.message, **ids)
@@ -458,6 +508,17 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
     ):
         log.warning("the server URL %s is not HTTPS: the token travels in clear text", url)
     key = load_key(settings.key_file or default_key_file(settings.name))
+    limits = Limits(settings.memory_limit_mb or default_memory_mb(), settings.process_limit)
+    sandbox = resolve_sandbox(settings.sandbox, limits, protected_paths((key.path,)))
+    if sandbox is not None:
+        log.info(
+            "model code runs in a %s sandbox: no network, %s MB of address space, "
+            "%s processes, %g s per task",
+            sandbox.tool,
+            limits.memory_mb,
+            limits.processes,
+            settings.task_time_limit_s,
+        )
     client = ServerClient(
         url, settings.token, settings.name, timeout_s=settings.request_timeout_s, key=key
     )
@@ -467,9 +528,12 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
             device=settings.device,
             cache_dir=settings.cache_dir,
             api_key=settings.openai_api_key,
+            allow_pickle=settings.allow_pickle,
+            trust_remote_code=settings.trust_remote_code,
         ),
         batch_size=settings.batch_size,
         max_models=settings.max_loaded_models,
+        sandbox=sandbox,
     )
     return Runner(
         client,
@@ -477,6 +541,7 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
         console=console,
         min_idle_backoff_s=settings.min_idle_backoff_s,
         max_idle_backoff_s=settings.max_idle_backoff_s,
+        task_time_limit_s=settings.task_time_limit_s,
     )
 
 

@@ -12,10 +12,10 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from quorumbench.db.models import Account, ApiToken
+from quorumbench.db.models import Account, ApiToken, AuthSession
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
@@ -44,9 +44,22 @@ class Principal:
         if scope not in self.scopes and "admin" not in self.scopes:
             raise PermissionDeniedError(f"this token lacks the {scope!r} scope")
 
+    @property
+    def acts_as_admin(self) -> bool:
+        """Whether this request has admin powers: an admin account's token (or session)
+        that carries the ``admin`` scope. A narrower token of an admin account has only
+        its scopes."""
+        return self.is_admin and "admin" in self.scopes
+
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def opened_with(token_id: int) -> str:
+    """``auth_sessions.via`` of the sessions opened with API token ``token_id``: revoking
+    the token ends them too."""
+    return f"api-token:{token_id}"
 
 
 def create_account(ctx: ServerContext, name: str, *, is_admin: bool = False) -> Account:
@@ -156,9 +169,16 @@ def authenticate_api_token(ctx: ServerContext, token: str) -> Principal:
 
 
 def revoke_token(ctx: ServerContext, prefix: str) -> None:
+    """Revoke the token, and the login sessions opened with it."""
+    now = ctx.now()
     with ctx.db.write() as session:
         record = session.scalars(select(ApiToken).where(ApiToken.prefix == prefix)).first()
         if record is None:
             raise NotFoundError(f"no token starting with {prefix!r}")
-        record.revoked_at = ctx.now()
+        record.revoked_at = now
+        session.execute(
+            update(AuthSession)
+            .where(AuthSession.via == opened_with(record.id), AuthSession.revoked_at.is_(None))
+            .values(revoked_at=now)
+        )
     ctx.identities.clear()

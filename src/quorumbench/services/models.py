@@ -12,8 +12,8 @@ A registration is refused, with the reason, when:
 * the parameter count cannot be determined (the size limit could not be checked);
 * the ref is a path on the server's own disk (development refs are admin-only).
 
-Admins are exempt from the quota, the rate limit and the last two. Only refs,
-metadata and numbers are stored.
+Admins (a token of an admin account with the ``admin`` scope) are exempt from the
+quota, the rate limit and the last two. Only refs, metadata and numbers are stored.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def quota(ctx: ServerContext, principal: Principal) -> dict[str, Any]:
             )
         )
     recent, earned = recent or 0, earned or 0
-    exempt = principal.is_admin
+    exempt = principal.acts_as_admin
     return {
         "accepted_evaluations": earned,
         "evaluations_needed": 0 if exempt else max(0, settings.quota_evaluations - earned),
@@ -93,7 +93,7 @@ def quota(ctx: ServerContext, principal: Principal) -> dict[str, Any]:
 
 
 def _check_limits(ctx: ServerContext, principal: Principal) -> None:
-    if principal.is_admin:
+    if principal.acts_as_admin:
         return
     settings = ctx.settings
     status = quota(ctx, principal)
@@ -125,14 +125,14 @@ def register_model(
     principal.require("model:register")
     _check_limits(ctx, principal)
     inspect = inspector or ctx.inspector or (lambda text: inspect_model(text, cache_dir=None))
-    if not principal.is_admin and ref_text.split(":", 1)[-1].startswith(LOCAL_PREFIXES):
+    if not principal.acts_as_admin and ref_text.split(":", 1)[-1].startswith(LOCAL_PREFIXES):
         raise RegistrationError(
             "only an admin may register a path on the server's disk; register a Hub ref "
             "(hf:owner/name@commit) or an openai: endpoint"
         )
     meta = inspect(ref_text)
     ref = meta.ref.canonical()
-    if meta.params is None and meta.ref.scheme != "openai" and not principal.is_admin:
+    if meta.params is None and meta.ref.scheme != "openai" and not principal.acts_as_admin:
         reason = meta.details.get("params_unknown", "its weights could not be inspected")
         raise RegistrationError(
             f"cannot check the size limit of {ref}: the parameter count is unknown ({reason})"

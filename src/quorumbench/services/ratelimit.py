@@ -53,8 +53,9 @@ def build_limiter(spec: str, storage_uri: str) -> WriteLimiter:
 
 
 def count_write(ctx: ServerContext, principal: Principal) -> None:
-    """Count a write by ``principal`` against its account's limits (admins are exempt)."""
-    if principal.is_admin or not ctx.settings.write_rate_limit:
+    """Count a write by ``principal`` against its account's limits (admin requests, made
+    with the ``admin`` scope, are exempt)."""
+    if principal.acts_as_admin or not ctx.settings.write_rate_limit:
         return
     if ctx.rate_limiter is None:
         with _BUILD_LOCK:

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.signing import result_message
-from quorumbench.db.models import RunnerKey
+from quorumbench.db.models import Runner, RunnerKey
 from quorumbench.errors import ConfigError, ConflictError, NotFoundError, SignatureError
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
@@ -73,12 +73,44 @@ def _key_dict(row: Any) -> dict[str, Any]:
     }
 
 
+def _already_registered(key_id: str, revoked: bool) -> ConflictError:
+    return ConflictError(
+        f"key {key_id[:16]}… is already registered"
+        + (" and revoked" if revoked else "")
+        + "; make a new one (quorumbench runner init --rotate)"
+    )
+
+
+def _own_runner(ctx: ServerContext, principal: Principal, runner: str) -> int:
+    """The id of this account's runner ``runner``; NotFoundError (never made here)."""
+    with ctx.db.read_connection() as conn:
+        runner_id = conn.execute(
+            select(Runner.id).where(
+                Runner.account_id == principal.account_id, Runner.name == runner
+            )
+        ).scalar()
+    if runner_id is None:
+        raise NotFoundError(f"this account has no runner {runner!r}")
+    return int(runner_id)
+
+
 def register_key(
     ctx: ServerContext, principal: Principal, runner: str, public_hex: str
 ) -> dict[str, Any]:
     """Make ``public_hex`` this runner's signing key; its earlier keys are revoked."""
     public = public_key_bytes(public_hex.lower())
     key_id = sha256_hex(public)
+    with ctx.db.read_connection() as conn:  # refused before the runner is made
+        taken = conn.execute(
+            select(RunnerKey.revoked_at, Runner.account_id, Runner.name)
+            .join(Runner, Runner.id == RunnerKey.runner_id)
+            .where(RunnerKey.key_id == key_id)
+        ).first()
+    if taken is not None and (
+        (taken.account_id, taken.name) != (principal.account_id, runner)
+        or taken.revoked_at is not None
+    ):
+        raise _already_registered(key_id, taken.revoked_at is not None)
     claimant = runner_for(ctx, principal, runner, allow_suspended=True)
     now = ctx.now()
     try:
@@ -86,11 +118,7 @@ def register_key(
             known = conn.execute(select(RunnerKey).where(RunnerKey.key_id == key_id)).first()
             if known is not None:
                 if known.runner_id != claimant.runner_id or known.revoked_at is not None:
-                    raise ConflictError(
-                        f"key {key_id[:16]}… is already registered"
-                        + (" and revoked" if known.revoked_at is not None else "")
-                        + "; make a new one (quorumbench runner init --rotate)"
-                    )
+                    raise _already_registered(key_id, known.revoked_at is not None)
                 return _key_dict(known)  # registering the same key again changes nothing
             conn.execute(
                 update(RunnerKey)
@@ -115,18 +143,18 @@ def register_key(
 
 
 def revoke_key(ctx: ServerContext, principal: Principal, runner: str, key_id: str) -> None:
-    claimant = runner_for(ctx, principal, runner, allow_suspended=True)
+    runner_id = _own_runner(ctx, principal, runner)
     with ctx.db.write_connection() as conn:
         done = conn.execute(
             update(RunnerKey)
-            .where(RunnerKey.key_id == key_id, RunnerKey.runner_id == claimant.runner_id)
+            .where(RunnerKey.key_id == key_id, RunnerKey.runner_id == runner_id)
             .where(RunnerKey.revoked_at.is_(None))
             .values(revoked_at=ctx.now())
         )
         if not done.rowcount:
             known = conn.execute(
                 select(RunnerKey.revoked_at).where(
-                    RunnerKey.key_id == key_id, RunnerKey.runner_id == claimant.runner_id
+                    RunnerKey.key_id == key_id, RunnerKey.runner_id == runner_id
                 )
             ).first()
             if known is None:
@@ -135,12 +163,11 @@ def revoke_key(ctx: ServerContext, principal: Principal, runner: str, key_id: st
 
 
 def runner_keys(ctx: ServerContext, principal: Principal, runner: str) -> list[dict[str, Any]]:
-    claimant = runner_for(ctx, principal, runner, allow_suspended=True)
+    """The keys of this account's runner ``runner``, revoked ones included."""
+    runner_id = _own_runner(ctx, principal, runner)
     with ctx.db.read_connection() as conn:
         rows = conn.execute(
-            select(RunnerKey)
-            .where(RunnerKey.runner_id == claimant.runner_id)
-            .order_by(RunnerKey.id)
+            select(RunnerKey).where(RunnerKey.runner_id == runner_id).order_by(RunnerKey.id)
         ).all()
     return [_key_dict(r) for r in rows]
 

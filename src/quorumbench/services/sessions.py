@@ -15,20 +15,27 @@ from __future__ import annotations
 import re
 import secrets
 import uuid
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 import jwt
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from quorumbench.db.models import Account, AuthSession, FederatedIdentity
-from quorumbench.errors import AuthenticationError, ConfigError, PermissionDeniedError
+from quorumbench.db.models import Account, ApiToken, AuthSession, FederatedIdentity
+from quorumbench.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from quorumbench.services.accounts import (
     DEFAULT_SCOPES,
     SCOPES,
     Principal,
     authenticate_api_token,
+    opened_with,
     token_hash,
 )
 from quorumbench.services.context import ServerContext
@@ -53,7 +60,7 @@ def looks_like_jwt(token: str) -> bool:
 
 
 def _scopes(requested: list[str] | None, allowed: frozenset[str], is_admin: bool) -> list[str]:
-    wanted = set(requested or allowed)
+    wanted = set(allowed if requested is None else requested)  # [] asks for no scope
     unknown = sorted(wanted - set(SCOPES))
     if unknown:
         raise ConfigError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(SCOPES)}")
@@ -65,9 +72,19 @@ def _scopes(requested: list[str] | None, allowed: frozenset[str], is_admin: bool
     return sorted(wanted)
 
 
-def _open(ctx: ServerContext, account: Account, scopes: list[str], via: str) -> dict[str, Any]:
+def _open(
+    ctx: ServerContext,
+    account: Account,
+    scopes: list[str],
+    via: str,
+    until: datetime | None = None,
+) -> dict[str, Any]:
+    """A new session; it ends by ``until`` too (the expiry of the credential behind it)."""
     refresh = REFRESH_PREFIX + secrets.token_urlsafe(32)
     now = ctx.now()
+    expires_at = now + timedelta(days=ctx.settings.refresh_token_days)
+    if until is not None:
+        expires_at = min(expires_at, until)
     with ctx.db.write() as session:
         record = AuthSession(
             account_id=account.id,
@@ -75,7 +92,7 @@ def _open(ctx: ServerContext, account: Account, scopes: list[str], via: str) -> 
             scopes=" ".join(scopes),
             via=via,
             created_at=now,
-            expires_at=now + timedelta(days=ctx.settings.refresh_token_days),
+            expires_at=expires_at,
             revoked_at=None,
         )
         session.add(record)
@@ -114,11 +131,16 @@ def _tokens(
 def login_with_api_token(
     ctx: ServerContext, api_token: str, scopes: list[str] | None
 ) -> dict[str, Any]:
-    """A session for the API token's account, with at most the token's scopes."""
+    """A session for the API token's account, with at most the token's scopes; it ends
+    when the token expires or is revoked (accounts.revoke_token)."""
     principal = authenticate_api_token(ctx, api_token)
     account = _account(ctx, principal.account_id)
     granted = _scopes(scopes, principal.scopes, account.is_admin)
-    return _open(ctx, account, granted, "api-token")
+    with ctx.db.read() as session:
+        record = session.scalars(
+            select(ApiToken).where(ApiToken.token_hash == token_hash(api_token))
+        ).one()
+    return _open(ctx, account, granted, opened_with(record.id), until=record.expires_at)
 
 
 def _account(ctx: ServerContext, account_id: int) -> Account:
@@ -169,6 +191,45 @@ def login_with_oidc(ctx: ServerContext, id_token: str, scopes: list[str] | None)
     return _open(ctx, account, granted, issuer.issuer)
 
 
+class IdentityLogin(NamedTuple):
+    tokens: dict[str, Any]
+    account: Account
+
+
+def login_with_identity(
+    ctx: ServerContext, issuer: str, subject: str, username: str | None
+) -> IdentityLogin:
+    """A session for the account linked to ``(issuer, subject)``, made on first login.
+
+    For identities another module has checked (an OAuth provider's user API): the
+    account is named after ``username`` (else the subject), with the default scopes.
+    """
+    account = _federated_account(ctx, issuer, subject, {"preferred_username": username})
+    granted = _scopes(None, frozenset(DEFAULT_SCOPES), account.is_admin)
+    return IdentityLogin(_open(ctx, account, granted, issuer), account)
+
+
+def login_for_development(
+    ctx: ServerContext, name: str, scopes: list[str] | None
+) -> dict[str, Any]:
+    """A session for account ``name`` (made if missing) without any credential.
+
+    Only with ``QB_INSECURE_DEV_LOGIN`` (never on by default): anyone who can reach
+    the server can then act as anyone.
+    """
+    from quorumbench.services.accounts import create_account, get_account
+
+    if not ctx.settings.insecure_dev_login:
+        raise NotFoundError("the development login is off (QB_INSECURE_DEV_LOGIN)")
+    try:
+        account = get_account(ctx, name)
+    except NotFoundError:
+        account = create_account(ctx, name)
+    allowed = frozenset(SCOPES if account.is_admin else DEFAULT_SCOPES)
+    granted = _scopes(scopes, allowed, account.is_admin)
+    return _open(ctx, account, granted, "insecure-dev-login")
+
+
 def _federated_account(
     ctx: ServerContext, issuer: str, subject: str, claims: dict[str, Any]
 ) -> Account:
@@ -189,7 +250,7 @@ def _federated_account(
         try:
             account = create_account(ctx, name)
             break
-        except (ConfigError, IntegrityError):
+        except (ConfigError, ConflictError, IntegrityError):  # the name is taken
             name = f"{base}-{secrets.token_hex(3)}"
     else:
         raise ConfigError(f"cannot make an account for {issuer} {subject}")
@@ -269,8 +330,10 @@ def authenticate_jwt(ctx: ServerContext, token: str) -> Principal:
             raise AuthenticationError("access token refused: unknown session")
         cached = (row.revoked_at, row.expires_at, row.Account.name, row.Account.is_admin)
         ctx.identities.put(("session", session_id), cached)
-    revoked_at, _expires, name, is_admin = cached
+    revoked_at, expires_at, name, is_admin = cached
     if revoked_at is not None:
         raise AuthenticationError("access token refused: its session was revoked")
+    if expires_at <= ctx.now():
+        raise AuthenticationError("access token refused: its session has expired")
     scopes = frozenset(str(claims.get("scope", "")).split())
     return Principal(int(claims["sub"]), name, is_admin, scopes)

@@ -11,6 +11,8 @@ from quorumbench.api.deps import Context
 from quorumbench.services import sessions
 
 router = APIRouter(prefix="/v0/auth", tags=["auth"])
+dev_router = APIRouter(prefix="/v0/auth", tags=["auth"])
+"""Mounted only with QB_INSECURE_DEV_LOGIN (create_app)."""
 
 
 class LoginIn(BaseModel):
@@ -53,3 +55,16 @@ def revoke(body: RefreshIn, ctx: Context) -> Response:
     """End a session: its refresh token and every access token issued under it."""
     sessions.revoke(ctx, body.refresh_token)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+class DevLoginIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    account: str = Field(max_length=63, description="The account (made if missing).")
+    scopes: list[str] | None = Field(None, description="Scopes wanted (default: all granted).")
+
+
+@dev_router.post("/dev-login")
+def dev_login(body: DevLoginIn, ctx: Context) -> dict[str, Any]:
+    """INSECURE, development only: a session for any account, without credentials."""
+    return sessions.login_for_development(ctx, body.account, body.scopes)

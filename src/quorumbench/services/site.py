@@ -1,0 +1,613 @@
+"""Read-only views for the web pages and the static export (``web/``).
+
+The leaderboard page filters by model type, size, licence and benchmark, which the
+indexed ``leaderboard()`` reads do not offer: :func:`board` reads every model that
+has a score (one query per table, a few thousand rows at most), then ranks, filters,
+sorts and pages in Python. Ranks are computed before filtering, so a model keeps its
+rank in any filtered view.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import func, inspect, select
+
+from quorumbench.db.engine import connect
+from quorumbench.db.models import (
+    Account,
+    Benchmark,
+    ConsensusOutcome,
+    LeaderboardAggregate,
+    LeaderboardEntry,
+    Model,
+    Result,
+    Runner,
+    Task,
+)
+from quorumbench.errors import ConfigError, NotFoundError
+from quorumbench.queue.sql import SqlTaskQueue
+from quorumbench.services.context import ServerContext
+from quorumbench.services.leaderboard import AGGREGATE
+from quorumbench.settings import ServerSettings
+
+ModelType = Literal["base", "lora", "gguf", "endpoint"]
+MODEL_TYPES: tuple[ModelType, ...] = ("base", "lora", "gguf", "endpoint")
+BOARD_SORTS = ("rank", "model", "type", "params", "score", "n_samples", "updated_at", "disputed")
+
+
+@dataclass(frozen=True)
+class Score:
+    score: float
+    ci_low: float
+    ci_high: float
+    n_samples: int
+    n_tasks: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    rank: int | None
+    """Position by score on the chosen benchmark (or the complete aggregate)."""
+    model_id: int
+    model: str
+    ref: str
+    type: ModelType
+    params: int | None
+    license: str | None
+    score: Score | None
+    """The score the row is ranked by: the chosen benchmark's, or the aggregate."""
+    scores: dict[str, Score]
+    disputed: int
+    """DISPUTED tasks of this model."""
+    rank_range: tuple[int, int] | None = None
+    """The best and worst rank the 95% intervals allow (:func:`rank_ranges`)."""
+
+    @property
+    def n_samples(self) -> int:
+        return sum(s.n_samples for s in self.scores.values())
+
+    @property
+    def updated_at(self) -> datetime | None:
+        return max((s.updated_at for s in self.scores.values()), default=None)
+
+
+@dataclass(frozen=True)
+class BoardQuery:
+    benchmark: str | None = None
+    sort: str = "rank"
+    descending: bool = False
+    q: str | None = None
+    type: str | None = None
+    min_params: int | None = None
+    max_params: int | None = None
+    license: str | None = None
+    page: int = 1
+    per_page: int = 50
+
+
+@dataclass(frozen=True)
+class BoardPage:
+    rows: list[BoardRow]
+    total: int
+    """Rows that pass the filters (over all pages)."""
+    benchmarks: list[str]
+    licenses: list[str]
+    query: BoardQuery
+    pages: int
+
+
+def model_type(ref: str, details: dict[str, Any]) -> ModelType:
+    """The kind of model a canonical ref names (registration marks adapters' details)."""
+    if ref.startswith("gguf:"):
+        return "gguf"
+    if ref.startswith("openai:"):
+        return "endpoint"
+    return "lora" if details.get("kind") == "adapter" else "base"
+
+
+def active_benchmarks(ctx: ServerContext) -> list[str]:
+    with ctx.db.read() as session:
+        names = session.scalars(
+            select(Benchmark.name).where(Benchmark.active).distinct().order_by(Benchmark.name)
+        )
+        return list(names)
+
+
+def _benchmark_names(session: Any) -> dict[int, str]:
+    """Every benchmark version's name by id (inactive ones too, for old tasks)."""
+    return {
+        bench_id: name for bench_id, name in session.execute(select(Benchmark.id, Benchmark.name))
+    }
+
+
+def _score(row: Any) -> Score:
+    return Score(row.score, row.ci_low, row.ci_high, row.n_samples, row.n_tasks, row.updated_at)
+
+
+def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, Score]]:
+    """Every model with a score on an active benchmark (unranked), and the aggregates."""
+    with ctx.db.read() as session:
+        benches = {
+            b.id: b.name
+            for b in session.execute(select(Benchmark.id, Benchmark.name).where(Benchmark.active))
+        }
+        score_columns = (
+            LeaderboardEntry.score,
+            LeaderboardEntry.ci_low,
+            LeaderboardEntry.ci_high,
+            LeaderboardEntry.n_samples,
+            LeaderboardEntry.n_tasks,
+            LeaderboardEntry.updated_at,
+        )
+        scores: dict[int, dict[str, Score]] = {}
+        for row in session.execute(
+            select(LeaderboardEntry.model_id, LeaderboardEntry.benchmark_id, *score_columns).where(
+                LeaderboardEntry.benchmark_id.in_(benches)
+            )
+        ):
+            scores.setdefault(row.model_id, {})[benches[row.benchmark_id]] = _score(row)
+        agg = LeaderboardAggregate
+        aggregates = {
+            row.model_id: _score(row)
+            for row in session.execute(
+                select(
+                    agg.model_id,
+                    agg.score,
+                    agg.ci_low,
+                    agg.ci_high,
+                    agg.n_samples,
+                    agg.n_tasks,
+                    agg.updated_at,
+                ).where(agg.complete)
+            )
+        }
+        disputed: dict[int, int] = {
+            model_id: n
+            for model_id, n in session.execute(
+                select(Task.model_id, func.count())
+                .where(Task.status == "DISPUTED")
+                .group_by(Task.model_id)
+            )
+        }
+        models = session.execute(
+            select(
+                Model.id, Model.name, Model.ref, Model.params, Model.license, Model.details
+            ).order_by(Model.id)
+        )
+        rows = [
+            BoardRow(
+                None,
+                m.id,
+                m.name,
+                m.ref,
+                model_type(m.ref, m.details or {}),
+                m.params,
+                m.license,
+                None,
+                scores[m.id],
+                disputed.get(m.id, 0),
+            )
+            for m in models
+            if m.id in scores
+        ]
+    return sorted(set(benches.values())), rows, aggregates
+
+
+def _sort_key(sort: str, row: BoardRow) -> tuple[Any, ...]:
+    """Rows without the value sort last whatever the direction (see :func:`board`)."""
+    value: Any = {
+        "rank": row.rank,
+        "model": row.model.lower(),
+        "type": row.type,
+        "params": row.params,
+        "score": row.score.score if row.score else None,
+        "n_samples": row.n_samples,
+        "updated_at": row.updated_at,
+        "disputed": row.disputed,
+    }[sort]
+    return (value is None, value if value is not None else 0)
+
+
+def board(ctx: ServerContext, query: BoardQuery) -> BoardPage:
+    """One page of the leaderboard for ``query``; see the module docstring."""
+    if query.sort not in BOARD_SORTS:
+        raise ConfigError(f"cannot sort by {query.sort!r}; use one of {', '.join(BOARD_SORTS)}")
+    if query.type and query.type not in MODEL_TYPES:
+        raise ConfigError(f"unknown model type {query.type!r}; use one of {MODEL_TYPES}")
+    benchmarks, rows, aggregates = _all_rows(ctx)
+    bench = None if query.benchmark in (None, "", AGGREGATE) else query.benchmark
+    if bench is not None and bench not in benchmarks:
+        raise ConfigError(f"no active benchmark named {bench!r}")
+
+    def basis(row: BoardRow) -> Score | None:
+        return row.scores.get(bench) if bench else aggregates.get(row.model_id)
+
+    scored = [(basis(r), r) for r in rows]
+    ordered = sorted(
+        (p for p in scored if p[0] is not None),
+        key=lambda p: (-p[0].score, p[1].model_id),  # type: ignore[union-attr]
+    )
+    ranks = {r.model_id: i + 1 for i, (_, r) in enumerate(ordered)}
+    spans = dict(
+        zip(
+            (r.model_id for _, r in ordered),
+            rank_ranges([(s.ci_low, s.ci_high) for s, _ in ordered]),  # type: ignore[union-attr]
+            strict=True,
+        )
+    )
+    ranked = [
+        BoardRow(
+            ranks.get(r.model_id),
+            r.model_id,
+            r.model,
+            r.ref,
+            r.type,
+            r.params,
+            r.license,
+            s,
+            r.scores,
+            r.disputed,
+            spans.get(r.model_id),
+        )
+        for s, r in scored
+        if bench is None or s is not None
+    ]
+    licenses = sorted({r.license for r in ranked if r.license})
+    kept = [r for r in ranked if _passes(r, query)]
+    kept.sort(key=lambda r: (_sort_key(query.sort, r), r.model_id), reverse=query.descending)
+    if query.descending:  # keep rows without the value at the bottom
+        kept.sort(key=lambda r: _sort_key(query.sort, r)[0])
+    per_page = max(1, min(query.per_page, 1000))
+    pages = max(1, -(-len(kept) // per_page))
+    page = min(max(1, query.page), pages)
+    start = (page - 1) * per_page
+    return BoardPage(
+        kept[start : start + per_page],
+        len(kept),
+        benchmarks,
+        licenses,
+        BoardQuery(**{**query.__dict__, "page": page, "per_page": per_page}),
+        pages,
+    )
+
+
+def rank_ranges(intervals: Sequence[tuple[float, float]]) -> list[tuple[int, int]]:
+    """For (low, high) 95% intervals, the best and worst rank each one allows.
+
+    Best: 1 + the models whose whole interval lies above this one's; worst: the models
+    whose interval reaches this one's lower end (itself included). O(n log n).
+    """
+    lows = sorted(low for low, _ in intervals)
+    highs = sorted(high for _, high in intervals)
+    n = len(intervals)
+    return [
+        (1 + n - bisect_right(lows, high), n - bisect_left(highs, low)) for low, high in intervals
+    ]
+
+
+def _passes(row: BoardRow, query: BoardQuery) -> bool:
+    if query.q and query.q.lower() not in f"{row.model} {row.ref}".lower():
+        return False
+    if query.type and row.type != query.type:
+        return False
+    if query.license and row.license != query.license:
+        return False
+    if query.min_params is not None and (row.params is None or row.params < query.min_params):
+        return False
+    return not (
+        query.max_params is not None and (row.params is None or row.params > query.max_params)
+    )
+
+
+# --- one model --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelLink:
+    id: int | None
+    """None when the ref is not registered here."""
+    name: str
+    ref: str
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    id: int
+    model_id: int
+    model: str
+    benchmark: str
+    epoch: int
+    status: str
+    score: float | None
+    spread: float | None
+    round: int
+    runners: list[int]
+    """Runner ids of the results, once the task is final (hidden before)."""
+    outliers: list[int]
+    """Those of them whose result was an outlier."""
+    finalized_at: datetime | None
+    runner_names: list[str] = field(default_factory=list)
+    """``account/runner`` for each of ``runners``."""
+
+
+@dataclass(frozen=True)
+class ModelView:
+    id: int
+    name: str
+    ref: str
+    type: ModelType
+    revision: str
+    revision_url: str | None
+    params: int | None
+    architecture: str | None
+    context_length: int | None
+    dtype: str | None
+    quantization: str | None
+    license: str | None
+    created_at: datetime
+    scores: dict[str, Score]
+    aggregate: Score | None
+    history: dict[str, list[tuple[int, float]]]
+    """Per benchmark, (epoch, score) of each DONE task, in epoch order."""
+    tasks: list[TaskSummary]
+    base: ModelLink | None
+    adapters: list[ModelLink] = field(default_factory=list)
+
+
+def revision_url(ref: str, revision: str) -> str | None:
+    """A link to the exact revision of a Hub model, when the ref is one."""
+    if not revision:
+        return None
+    body = ref.split(":", 1)[-1].split("@", 1)[0]
+    if ref.startswith("hf:") or (ref.startswith("gguf:") and not body.startswith(("/", "."))):
+        repo = "/".join(body.split("/")[:2])
+        return f"https://huggingface.co/{repo}/tree/{revision}"
+    return None
+
+
+def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelView:
+    """Everything the model page shows."""
+    with ctx.db.read() as session:
+        model = session.get(Model, model_id)
+        if model is None:
+            raise NotFoundError(f"no model {model_id}")
+        benches = _benchmark_names(session)
+        active = set(session.scalars(select(Benchmark.id).where(Benchmark.active)))
+        scores = {
+            benches[e.benchmark_id]: _score(e)
+            for e in session.scalars(
+                select(LeaderboardEntry).where(LeaderboardEntry.model_id == model_id)
+            )
+            if e.benchmark_id in active
+        }
+        agg = session.get(LeaderboardAggregate, model_id)
+        history: dict[str, list[tuple[int, float]]] = {}
+        for bench_id, epoch, score in session.execute(
+            select(Task.benchmark_id, Task.epoch_id, Task.score)
+            .where(Task.model_id == model_id, Task.status == "DONE", Task.score.is_not(None))
+            .order_by(Task.epoch_id, Task.id)
+        ):
+            history.setdefault(benches[bench_id], []).append((epoch, score or 0.0))
+        tasks = _task_summaries(
+            session,
+            select(Task).where(Task.model_id == model_id).order_by(Task.id.desc()).limit(recent),
+            {model.id: model.name},
+            benches,
+        )
+        base = None
+        if model.base_ref:
+            found = session.scalars(select(Model).where(Model.ref == model.base_ref)).first()
+            base = ModelLink(
+                found.id if found else None, found.name if found else "", model.base_ref
+            )
+        adapters = [
+            ModelLink(m.id, m.name, m.ref)
+            for m in session.scalars(
+                select(Model).where(Model.base_ref == model.ref).order_by(Model.id)
+            )
+        ]
+        return ModelView(
+            model.id,
+            model.name,
+            model.ref,
+            model_type(model.ref, model.details or {}),
+            model.revision,
+            revision_url(model.ref, model.revision),
+            model.params,
+            model.architecture,
+            model.context_length,
+            model.dtype,
+            model.quantization,
+            model.license,
+            model.created_at,
+            scores,
+            _score(agg) if agg is not None and agg.complete else None,
+            history,
+            tasks,
+            base,
+            adapters,
+        )
+
+
+def _task_summaries(
+    session: Any, query: Any, names: dict[int, str] | None, benches: dict[int, str]
+) -> list[TaskSummary]:
+    tasks: list[Task] = list(session.scalars(query))
+    ids = [t.id for t in tasks]
+    if names is None:
+        model_ids = {t.model_id for t in tasks}
+        query_names = select(Model.id, Model.name).where(Model.id.in_(model_ids))
+        names = {model_id: name for model_id, name in session.execute(query_names)}
+    runners: dict[int, list[int]] = {i: [] for i in ids}
+    outliers: dict[int, list[int]] = {i: [] for i in ids}
+    labels: dict[int, list[str]] = {i: [] for i in ids}
+    final = {t.id for t in tasks if t.finalized_at is not None}
+    for row in session.execute(
+        select(Result.task_id, Result.runner_id, Result.outlier, Runner.name, Account.name)
+        .join(Runner, Runner.id == Result.runner_id)
+        .join(Account, Account.id == Runner.account_id)
+        .where(Result.task_id.in_(final))
+        .order_by(Result.id)
+    ):
+        task_id, runner_id, outlier, runner_name, account = row
+        runners[task_id].append(runner_id)
+        labels[task_id].append(f"{account}/{runner_name}")
+        if outlier:
+            outliers[task_id].append(runner_id)
+    outcomes: dict[int, ConsensusOutcome] = {}
+    for o in session.scalars(
+        select(ConsensusOutcome)
+        .where(ConsensusOutcome.task_id.in_(ids))
+        .order_by(ConsensusOutcome.round)
+    ):
+        outcomes[o.task_id] = o  # the last round's
+    out = []
+    for t in tasks:
+        outcome = outcomes.get(t.id)
+        out.append(
+            TaskSummary(
+                t.id,
+                t.model_id,
+                names.get(t.model_id, str(t.model_id)),
+                benches.get(t.benchmark_id, str(t.benchmark_id)),
+                t.epoch_id,
+                t.status,
+                t.score,
+                outcome.spread if outcome else None,
+                t.round,
+                runners[t.id],
+                outliers[t.id],
+                t.finalized_at,
+                labels[t.id],
+            )
+        )
+    return out
+
+
+# --- tasks, runners, compare --------------------------------------------------------
+
+TASK_STATUSES = ("PENDING", "DONE", "DISPUTED")
+
+
+def task_list(
+    ctx: ServerContext, *, status: str | None = None, limit: int = 50, before_id: int | None = None
+) -> list[TaskSummary]:
+    """Tasks, newest first (keyset pagination with ``before_id``)."""
+    if status is not None and status not in TASK_STATUSES:
+        raise ConfigError(f"unknown status {status!r}; use one of {', '.join(TASK_STATUSES)}")
+    with ctx.db.read() as session:
+        benches = _benchmark_names(session)
+        query = select(Task).order_by(Task.id.desc()).limit(max(1, min(limit, 500)))
+        if status:
+            query = query.where(Task.status == status)
+        if before_id is not None:
+            query = query.where(Task.id < before_id)
+        return _task_summaries(session, query, None, benches)
+
+
+@dataclass(frozen=True)
+class RunnerRow:
+    id: int
+    name: str
+    account: str
+    results: int
+    agreements: int
+    outliers: int
+    agreement_rate: float | None
+    suspended: bool
+    last_seen_at: datetime | None
+
+
+def runner_list(ctx: ServerContext) -> list[RunnerRow]:
+    """Every runner with its contributions, most results first."""
+    with ctx.db.read() as session:
+        counts: dict[int, int] = {
+            runner_id: n
+            for runner_id, n in session.execute(
+                select(Result.runner_id, func.count()).group_by(Result.runner_id)
+            )
+        }
+        rows = session.execute(
+            select(Runner, Account.name).join(Account, Account.id == Runner.account_id)
+        )
+        out = [
+            RunnerRow(
+                r.id,
+                r.name,
+                account,
+                counts.get(r.id, 0),
+                r.agreements,
+                r.outliers,
+                r.agreements / (r.agreements + r.outliers) if r.agreements + r.outliers else None,
+                r.suspended,
+                r.last_seen_at,
+            )
+            for r, account in rows
+        ]
+    out.sort(key=lambda r: (-r.results, r.id))
+    return out
+
+
+@dataclass(frozen=True)
+class CompareView:
+    models: list[ModelLink]
+    benchmarks: list[str]
+    scores: list[dict[str, Score]]
+    """Per model (same order), per benchmark; ``aggregate`` when complete."""
+    separated: dict[str, bool]
+    """Per benchmark: whether some pair of the models' intervals does not overlap."""
+
+
+def compare(ctx: ServerContext, model_ids: list[int]) -> CompareView:
+    """Two to four models side by side."""
+    if not 2 <= len(model_ids) <= 4 or len(set(model_ids)) != len(model_ids):
+        raise ConfigError("compare two to four different models (models=ID,ID,...)")
+    benchmarks = active_benchmarks(ctx)
+    views = [model_view(ctx, i, recent=0) for i in model_ids]
+    scores = [{**v.scores, **({AGGREGATE: v.aggregate} if v.aggregate else {})} for v in views]
+    separated = {}
+    for name in [*benchmarks, AGGREGATE]:
+        have = [s[name] for s in scores if name in s]
+        separated[name] = any(
+            a.ci_high < b.ci_low or b.ci_high < a.ci_low
+            for i, a in enumerate(have)
+            for b in have[i + 1 :]
+        )
+    return CompareView(
+        [ModelLink(v.id, v.name, v.ref) for v in views], benchmarks, scores, separated
+    )
+
+
+def all_model_ids(ctx: ServerContext) -> list[int]:
+    """Models with a score (for the static export)."""
+    with ctx.db.read() as session:
+        return list(
+            session.scalars(
+                select(LeaderboardEntry.model_id).distinct().order_by(LeaderboardEntry.model_id)
+            )
+        )
+
+
+def reader_context(settings: ServerSettings) -> ServerContext:
+    """A context for reading an existing database: no migration, no benchmark changes.
+
+    (``build_context`` registers the configured benchmarks and deactivates the others,
+    which a read-only tool such as ``export-site`` must not do.)
+    """
+    url = settings.sqlalchemy_url
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+        raise ConfigError(f"no database at {url}; give --database-url or --data-dir")
+    db = connect(url)
+    if not inspect(db.read_engine).has_table(Model.__tablename__):
+        db.dispose()
+        raise ConfigError(
+            f"{url.split('@')[-1]} has no QuorumBench tables (quorumbench db upgrade)"
+        )
+    return ServerContext(settings, db, SqlTaskQueue(db, settings.lease_seconds))

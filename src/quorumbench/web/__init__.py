@@ -1,0 +1,5 @@
+"""Server-rendered pages for people (Jinja2 templates, our own CSS and JS, SVG charts).
+
+``routes.py`` serves them live from the app; ``export.py`` writes the same pages as
+a static site. Both read through ``services.site`` only.
+"""

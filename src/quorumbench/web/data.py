@@ -1,0 +1,162 @@
+"""The pages' tables as plain JSON-ready dicts, and CSV of them (downloads, export)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from quorumbench.services.site import (
+    BoardPage,
+    BoardRow,
+    CompareView,
+    ModelView,
+    RunnerRow,
+    Score,
+    TaskSummary,
+)
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def score_dict(score: Score | None) -> dict[str, Any] | None:
+    if score is None:
+        return None
+    return {
+        "score": score.score,
+        "ci_low": score.ci_low,
+        "ci_high": score.ci_high,
+        "n_samples": score.n_samples,
+        "n_tasks": score.n_tasks,
+        "updated_at": _time(score.updated_at),
+    }
+
+
+def board_row(row: BoardRow) -> dict[str, Any]:
+    ranked = row.score
+    return {
+        "rank": row.rank,
+        "rank_best": row.rank_range[0] if row.rank_range else None,
+        "rank_worst": row.rank_range[1] if row.rank_range else None,
+        "model_id": row.model_id,
+        "model": row.model,
+        "ref": row.ref,
+        "type": row.type,
+        "params": row.params,
+        "license": row.license,
+        "score": ranked.score if ranked else None,
+        "ci_low": ranked.ci_low if ranked else None,
+        "ci_high": ranked.ci_high if ranked else None,
+        "n_samples": row.n_samples,
+        "updated_at": _time(row.updated_at),
+        "disputed_tasks": row.disputed,
+        "benchmarks": {name: score_dict(s) for name, s in sorted(row.scores.items())},
+    }
+
+
+def board_dict(page: BoardPage) -> dict[str, Any]:
+    return {
+        "benchmark": page.query.benchmark or "aggregate",
+        "total": page.total,
+        "page": page.query.page,
+        "pages": page.pages,
+        "per_page": page.query.per_page,
+        "benchmarks": page.benchmarks,
+        "rows": [board_row(r) for r in page.rows],
+    }
+
+
+def board_csv(page: BoardPage) -> str:
+    """One line per model; the benchmark columns are flattened (``<name>_score`` ...)."""
+    rows = []
+    for row in page.rows:
+        flat = board_row(row)
+        benches = flat.pop("benchmarks")
+        for name in page.benchmarks:
+            s = benches.get(name) or {}
+            for key in ("score", "ci_low", "ci_high", "n_samples"):
+                flat[f"{name}_{key}"] = s.get(key)
+        rows.append(flat)
+    header = [*board_row_columns(), *_bench_columns(page.benchmarks)]
+    return to_csv(header, rows)
+
+
+def board_row_columns() -> list[str]:
+    return [
+        "rank", "rank_best", "rank_worst", "model_id", "model", "ref", "type", "params",
+        "license", "score", "ci_low", "ci_high", "n_samples", "updated_at", "disputed_tasks",
+    ]  # fmt: skip
+
+
+def _bench_columns(benchmarks: Iterable[str]) -> list[str]:
+    return [f"{b}_{k}" for b in benchmarks for k in ("score", "ci_low", "ci_high", "n_samples")]
+
+
+def task_dict(task: TaskSummary) -> dict[str, Any]:
+    out = asdict(task)
+    out["finalized_at"] = _time(task.finalized_at)
+    return out
+
+
+def model_dict(view: ModelView) -> dict[str, Any]:
+    return {
+        "id": view.id,
+        "name": view.name,
+        "ref": view.ref,
+        "type": view.type,
+        "revision": view.revision,
+        "revision_url": view.revision_url,
+        "params": view.params,
+        "architecture": view.architecture,
+        "context_length": view.context_length,
+        "dtype": view.dtype,
+        "quantization": view.quantization,
+        "license": view.license,
+        "created_at": _time(view.created_at),
+        "scores": {name: score_dict(s) for name, s in sorted(view.scores.items())},
+        "aggregate": score_dict(view.aggregate),
+        "history": {
+            name: [{"epoch": e, "score": s} for e, s in points]
+            for name, points in sorted(view.history.items())
+        },
+        "tasks": [task_dict(t) for t in view.tasks],
+        "base": asdict(view.base) if view.base else None,
+        "adapters": [asdict(a) for a in view.adapters],
+    }
+
+
+def runner_dict(runner: RunnerRow) -> dict[str, Any]:
+    out = asdict(runner)
+    out["last_seen_at"] = _time(runner.last_seen_at)
+    return out
+
+
+def compare_rows(view: CompareView) -> list[dict[str, Any]]:
+    """One row per (benchmark, model)."""
+    rows = []
+    for name in [*view.benchmarks, "aggregate"]:
+        for model, scores in zip(view.models, view.scores, strict=True):
+            rows.append(
+                {
+                    "benchmark": name,
+                    "model_id": model.id,
+                    "model": model.name,
+                    **(score_dict(scores.get(name)) or {"score": None}),
+                    "intervals_separate": view.separated[name],
+                }
+            )
+    return rows
+
+
+def to_csv(header: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(header), extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row)
+    return buffer.getvalue()

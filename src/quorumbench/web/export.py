@@ -1,0 +1,89 @@
+"""``quorumbench export-site``: the leaderboard and model pages as a static site.
+
+The same templates as the live pages, with :class:`StaticLinks` (relative ``.html``
+links), plus the tables as JSON and our stylesheet and script. The result needs no
+server: it works from any static host and opened from disk (``file://``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from quorumbench.services import site
+from quorumbench.services.context import ServerContext
+from quorumbench.web import data
+from quorumbench.web.render import STATIC_DIR, StaticLinks, render
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    directory: Path
+    models: int
+    files: int
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=1, ensure_ascii=False) + "\n"
+
+
+def full_board(ctx: ServerContext) -> site.BoardPage:
+    """Every leaderboard row in rank order, as one page."""
+    first = site.board(ctx, site.BoardQuery(per_page=1000))
+    rows = list(first.rows)
+    for number in range(2, first.pages + 1):
+        rows += site.board(ctx, site.BoardQuery(per_page=1000, page=number)).rows
+    return replace(first, rows=rows, pages=1)
+
+
+def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> ExportSummary:
+    """Write the site into ``directory`` (created; existing files are overwritten)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(STATIC_DIR, directory / "static", dirs_exist_ok=True)
+    exported_at = ctx.now()
+    top, down = StaticLinks(0), StaticLinks(1)
+    board = full_board(ctx)
+    common = {"exported_at": exported_at, "data_path": ""}
+    files = 0
+    _write(
+        directory / "index.html",
+        render(
+            "leaderboard.html",
+            top,
+            page=board,
+            state={},
+            types=site.MODEL_TYPES,
+            quorum=ctx.settings.quorum,
+            refresh_url=None,
+            static_json="leaderboard.json",
+            active="board",
+            **common,
+        ),
+    )
+    _write(directory / "leaderboard.json", _json(data.board_dict(board)))
+    files += 2
+    for name, extra in (
+        ("methodology", {}),
+        ("submit", {"server_url": server_url}),
+    ):
+        html = render(f"{name}.html", top, settings=ctx.settings, active=name, **extra, **common)
+        _write(directory / f"{name}.html", html)
+        files += 1
+    ids = site.all_model_ids(ctx)
+    for model_id in ids:
+        view = site.model_view(ctx, model_id)
+        html = render(
+            "model.html", down, m=view, static_json=f"{model_id}.json", active="board", **common
+        )
+        _write(directory / "models" / f"{model_id}.html", html)
+        _write(directory / "models" / f"{model_id}.json", _json(data.model_dict(view)))
+        files += 2
+    return ExportSummary(directory, len(ids), files)

@@ -1,0 +1,113 @@
+"""The Jinja2 environment and the links a page uses, live or in a static export.
+
+Templates never write a URL themselves: they ask ``links`` (a :class:`Links`), which
+gives absolute paths on the live server and relative ``.html`` paths in an export, so
+an exported site works from any directory and from ``file://``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from quorumbench import __version__
+from quorumbench.web import charts
+
+PACKAGE_DIR = Path(__file__).parent
+TEMPLATES_DIR = PACKAGE_DIR / "templates"
+STATIC_DIR = PACKAGE_DIR / "static"
+TYPE_LABELS = {"base": "base", "lora": "LoRA", "gguf": "GGUF", "endpoint": "endpoint"}
+
+
+class Links:
+    """URLs of the live site."""
+
+    static_site = False
+
+    def static(self, name: str) -> str:
+        return f"/static/{name}?v={__version__}"
+
+    def home(self, **params: Any) -> str:
+        query = {k: v for k, v in params.items() if v not in (None, "")}
+        return "/" + (f"?{urlencode(query)}" if query else "")
+
+    def model(self, model_id: int) -> str:
+        return f"/models/{model_id}"
+
+    def page(self, name: str) -> str | None:
+        """A page by name (``tasks``, ``runners``, ``compare``, ``methodology``, ``submit``)."""
+        return f"/{name}"
+
+    def data(self, path: str, fmt: str) -> str | None:
+        """A download of ``path``'s table as ``fmt`` (json or csv)."""
+        sep = "&" if "?" in path else "?"
+        return f"{path}{sep}format={fmt}"
+
+
+class StaticLinks(Links):
+    """URLs inside an exported site, relative to a page ``depth`` folders down."""
+
+    static_site = True
+    EXPORTED = ("methodology", "submit")
+
+    def __init__(self, depth: int = 0) -> None:
+        self.up = "../" * depth
+
+    def static(self, name: str) -> str:
+        return f"{self.up}static/{name}"
+
+    def home(self, **params: Any) -> str:
+        return f"{self.up}index.html"
+
+    def model(self, model_id: int) -> str:
+        return f"{self.up}models/{model_id}.html"
+
+    def page(self, name: str) -> str | None:
+        return f"{self.up}{name}.html" if name in self.EXPORTED else None
+
+    def data(self, path: str, fmt: str) -> str | None:
+        return None
+
+
+def fmt_params(params: int | None) -> str:
+    if params is None:
+        return "—"
+    for unit, size in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if params >= size:
+            return f"{params / size:.3g}{unit}"
+    return str(params)
+
+
+def fmt_time(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+
+
+def fmt_score(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+@cache
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES_DIR),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(params=fmt_params, time=fmt_time, score=fmt_score)
+    env.globals.update(
+        interval_bar=charts.interval_bar,
+        history_chart=charts.history_chart,
+        type_label=TYPE_LABELS.get,
+        version=__version__,
+    )
+    return env
+
+
+def render(template: str, links: Links, **context: Any) -> str:
+    return environment().get_template(template).render(links=links, **context)

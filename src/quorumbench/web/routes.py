@@ -1,0 +1,306 @@
+"""The pages: ``/``, ``/models/{id}``, ``/compare``, ``/tasks``, ``/runners``,
+``/methodology``, ``/submit``, plus ``/static`` and the leaderboard's refresh fragment.
+
+Every table page also answers ``?format=json`` and ``?format=csv``. Page state lives
+in the query string, so every view is a shareable URL and works without JavaScript.
+Errors from the services become an HTML page (``error.html``) with the status the
+JSON API would give.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from quorumbench.errors import ConfigError, NotFoundError, QuorumError
+from quorumbench.services import site
+from quorumbench.services.context import ServerContext
+from quorumbench.web import data
+from quorumbench.web.render import STATIC_DIR, Links, render
+
+router = APIRouter(include_in_schema=False)
+router.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+LINKS = Links()
+Format = Literal["html", "json", "csv"]
+REFRESH_SECONDS = 30
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmbt]?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+
+
+def _ctx(request: Request) -> ServerContext:
+    context: ServerContext = request.app.state.context
+    return context
+
+
+def parse_size(text: str | None) -> int | None:
+    """``"135M"``, ``"7B"``, ``"1.5b"`` or a plain count; None for empty."""
+    if text is None or not text.strip():
+        return None
+    match = _SIZE.match(text)
+    if match is None:
+        raise ConfigError(f"cannot read {text!r} as a size; write e.g. 500M or 7B")
+    return int(float(match[1]) * _UNITS[match[2].lower()])
+
+
+def _page(build: Callable[[], Response]) -> Response:
+    """``build()``, or the error page for a QuorumError it raises."""
+    try:
+        return build()
+    except QuorumError as exc:
+        status = 404 if isinstance(exc, NotFoundError) else 400
+        title = "Not found" if status == 404 else "Cannot show this page"
+        html = render("error.html", LINKS, title=title, detail=exc.message, active=None)
+        return HTMLResponse(html, status_code=status)
+
+
+def _csv(text: str, name: str) -> Response:
+    return Response(
+        text,
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{name}.csv"'},
+    )
+
+
+def _board_query(
+    benchmark: str | None,
+    sort: str,
+    order: str | None,
+    q: str | None,
+    type: str | None,
+    min_params: str | None,
+    max_params: str | None,
+    license: str | None,
+    page: int,
+    per_page: int,
+) -> tuple[site.BoardQuery, dict[str, Any]]:
+    """The service query and the non-default parameters (the page's URL state)."""
+    descending = (order or default_order(sort)) == "desc"
+    query = site.BoardQuery(
+        benchmark=benchmark or None,
+        sort=sort,
+        descending=descending,
+        q=q or None,
+        type=type or None,
+        min_params=parse_size(min_params),
+        max_params=parse_size(max_params),
+        license=license or None,
+        page=page,
+        per_page=per_page,
+    )
+    state = {
+        "q": q,
+        "benchmark": benchmark,
+        "type": type,
+        "min_params": min_params,
+        "max_params": max_params,
+        "license": license,
+        "sort": None if sort == "rank" else sort,
+        "order": order if order and order != default_order(sort) else None,
+        "per_page": per_page if per_page != 50 else None,
+        "page": page if page > 1 else None,
+    }
+    return query, {k: v for k, v in state.items() if v not in (None, "")}
+
+
+def default_order(sort: str) -> str:
+    """Scores, sizes, samples and dates read best-first downwards; ranks and names up."""
+    return "asc" if sort in ("rank", "model", "type") else "desc"
+
+
+def sort_state(state: dict[str, Any], query: site.BoardQuery) -> Callable[[str], dict[str, Any]]:
+    """For a column: the URL state that sorts by it (flipping the order if it is current)."""
+
+    def for_column(column: str) -> dict[str, Any]:
+        if column == query.sort:
+            order = "asc" if query.descending else "desc"
+        else:
+            order = default_order(column)
+        return {
+            **state,
+            "sort": None if column == "rank" else column,
+            "order": None if order == default_order(column) else order,
+            "page": None,
+        }
+
+    return for_column
+
+
+def _count_text(page: site.BoardPage) -> str:
+    text = f"{page.total} model{'' if page.total == 1 else 's'}"
+    return text + (f" · page {page.query.page} of {page.pages}" if page.pages > 1 else "")
+
+
+@router.get("/")
+def leaderboard_page(
+    request: Request,
+    benchmark: str | None = None,
+    sort: str = "rank",
+    order: Literal["asc", "desc"] | None = None,
+    q: str | None = Query(None, max_length=100),
+    type: str | None = None,
+    min_params: str | None = Query(None, max_length=20),
+    max_params: str | None = Query(None, max_length=20),
+    license: str | None = Query(None, max_length=64),
+    page: int = Query(1, ge=1),
+    per_page: int = Query(50, ge=1, le=1000),
+    format: Format = "html",
+    fragment: bool = False,
+) -> Response:
+    """The leaderboard; ``fragment=1`` gives the table body as JSON (auto-refresh)."""
+
+    def build() -> Response:
+        query, state = _board_query(
+            benchmark, sort, order, q, type, min_params, max_params, license, page, per_page
+        )
+        board = site.board(_ctx(request), query)
+        if format == "json":
+            return JSONResponse(data.board_dict(board))
+        if format == "csv":
+            return _csv(data.board_csv(board), "leaderboard")
+        if fragment:
+            rows = render("_board_rows.html", LINKS, page=board)
+            return JSONResponse({"html": rows, "count": _count_text(board)})
+        return HTMLResponse(
+            render(
+                "leaderboard.html",
+                LINKS,
+                page=board,
+                state=state,
+                types=site.MODEL_TYPES,
+                sort_state=sort_state(state, board.query),
+                quorum=_ctx(request).settings.quorum,
+                refresh_url=LINKS.home(**state, fragment=1),
+                data_path=LINKS.home(**state),
+                active="board",
+            )
+        )
+
+    return _page(build)
+
+
+@router.get("/models/{model_id}")
+def model_page(request: Request, model_id: int, format: Format = "html") -> Response:
+    def build() -> Response:
+        view = site.model_view(_ctx(request), model_id)
+        if format == "json":
+            return JSONResponse(data.model_dict(view))
+        if format == "csv":
+            rows = [{"benchmark": n, **(data.score_dict(s) or {})} for n, s in view.scores.items()]
+            header = ["benchmark", "score", "ci_low", "ci_high", "n_samples", "n_tasks"]
+            return _csv(data.to_csv([*header, "updated_at"], rows), f"model-{model_id}")
+        return HTMLResponse(
+            render("model.html", LINKS, m=view, data_path=f"/models/{model_id}", active="board")
+        )
+
+    return _page(build)
+
+
+@router.get("/compare")
+def compare_page(
+    request: Request, models: str = Query("", max_length=100), format: Format = "html"
+) -> Response:
+    def build() -> Response:
+        view, error = None, None
+        if models.strip():
+            try:
+                ids = [int(part) for part in models.split(",") if part.strip()]
+            except ValueError:
+                raise ConfigError("models=ID,ID,...: model ids are numbers") from None
+            if len(set(ids)) == 1 and format == "html":  # from a model page's link
+                error = "Add one to three more model ids, separated by commas."
+            else:
+                view = site.compare(_ctx(request), ids)
+        elif format != "html":
+            raise ConfigError("name two to four models: models=ID,ID,...")
+        if view is not None and format == "json":
+            return JSONResponse({"rows": data.compare_rows(view)})
+        if view is not None and format == "csv":
+            rows = data.compare_rows(view)
+            return _csv(data.to_csv(list(rows[0]) if rows else [], rows), "compare")
+        return HTMLResponse(
+            render(
+                "compare.html",
+                LINKS,
+                view=view,
+                error=error,
+                models_param=models,
+                data_path=f"/compare?models={models}",
+                active=None,
+            )
+        )
+
+    return _page(build)
+
+
+@router.get("/tasks")
+def tasks_page(
+    request: Request,
+    status: str | None = None,
+    before: int | None = Query(None, ge=1),
+    limit: int = Query(50, ge=1, le=500),
+    format: Format = "html",
+) -> Response:
+    def build() -> Response:
+        tasks = site.task_list(_ctx(request), status=status or None, limit=limit, before_id=before)
+        rows = [data.task_dict(t) for t in tasks]
+        if format == "json":
+            return JSONResponse({"tasks": rows})
+        if format == "csv":
+            for row in rows:
+                row["runners"] = " ".join(map(str, row["runners"]))
+                row["outliers"] = " ".join(map(str, row["outliers"]))
+                row["runner_names"] = " ".join(row["runner_names"])
+            return _csv(data.to_csv(list(rows[0]) if rows else ["id"], rows), "tasks")
+        params = {k: v for k, v in (("status", status), ("before", before)) if v}
+        query = f"?{urlencode(params)}" if params else ""
+        return HTMLResponse(
+            render(
+                "tasks.html",
+                LINKS,
+                tasks=tasks,
+                status=status or None,
+                statuses=site.TASK_STATUSES,
+                next_before=tasks[-1].id if len(tasks) == limit else None,
+                data_path=f"/tasks{query}",
+                active="tasks",
+            )
+        )
+
+    return _page(build)
+
+
+@router.get("/runners")
+def runners_page(request: Request, format: Format = "html") -> Response:
+    def build() -> Response:
+        runners = site.runner_list(_ctx(request))
+        rows = [data.runner_dict(r) for r in runners]
+        if format == "json":
+            return JSONResponse({"runners": rows})
+        if format == "csv":
+            return _csv(data.to_csv(list(rows[0]) if rows else ["id"], rows), "runners")
+        return HTMLResponse(
+            render("runners.html", LINKS, runners=runners, data_path="/runners", active="runners")
+        )
+
+    return _page(build)
+
+
+@router.get("/methodology")
+def methodology_page(request: Request) -> Response:
+    settings = _ctx(request).settings
+    return HTMLResponse(render("methodology.html", LINKS, settings=settings, active="methodology"))
+
+
+@router.get("/submit")
+def submit_page(request: Request) -> Response:
+    settings = _ctx(request).settings
+    server_url = str(request.base_url).rstrip("/")
+    return HTMLResponse(
+        render("submit.html", LINKS, settings=settings, server_url=server_url, active="submit")
+    )

@@ -1,0 +1,327 @@
+"""The web pages end to end: headless Chromium (Playwright) against a live server.
+
+One seeded SQLite database (``integration/web/seed.py``: models of every type, two
+benchmarks, epochs of DONE tasks, a DISPUTED one) and one ``EmbeddedServer`` per
+module. Debian's Chromium (``/usr/bin/chromium``) is driven by Playwright; without it
+the tests skip, or fail under ``QB_REQUIRE_ALL=1``. Screenshots of every page go to
+``tests/artifacts/web/`` (printed at the end).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from integration.pg import unavailable
+from integration.web.seed import Seed
+from quorumbench.api.app import create_app
+from quorumbench.api.embedded import EmbeddedServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "web"
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory):
+    made = Seed(tmp_path_factory.mktemp("web"))
+    made.fill()
+    yield made
+    made.ctx.close()
+
+
+@pytest.fixture(scope="module")
+def server(seed):
+    app = create_app(seed.ctx.settings, context=seed.ctx, run_scheduler=False)
+    with EmbeddedServer(app) as running:
+        yield running.url
+
+
+# --- the browser -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser(pytestconfig):
+    if not CHROMIUM.is_file():
+        unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("the playwright package is not installed (pip install playwright)")
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield launched
+        launched.close()
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and ARTIFACTS.is_dir():
+        reporter.write_line(f"\nweb screenshots in {ARTIFACTS}")
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="light")
+    context.set_default_timeout(5000)
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def model_names(page) -> list[str]:
+    return page.locator("#board tbody td.name > a").all_inner_texts()
+
+
+# --- tests ---------------------------------------------------------------------------
+
+
+def test_the_leaderboard_ranks_complete_models_with_intervals(page, server):
+    page.goto(server + "/")
+    names = model_names(page)
+    # every model with both benchmarks; the endpoint has only one (no aggregate rank)
+    assert len(names) == 7 and names[-1] == "chat-endpoint"
+    assert names[0] == "beta-7b"
+    cells = page.locator("#board tbody tr td:first-child").all_inner_texts()
+    ranks = [cell.split("\n")[0] for cell in cells]  # the rank, then the range it may be in
+    assert cells[0] == "1\n1–3"
+    assert ranks[:6] == ["1", "2", "3", "4", "5", "6"] and ranks[6] == "—"
+    assert page.locator("#board tbody svg.ci").count() == 6
+    row = page.locator("#board tbody tr", has_text="delta-360m")
+    assert row.locator(".badge.disputed").inner_text() == "DISPUTED"
+    lora = page.locator("#board tbody tr", has_text="alpha-1b-lora")
+    assert lora.locator(".tag").inner_text() == "LoRA"
+    shot(page, "leaderboard")
+
+
+def test_sorting_by_a_column_changes_the_order_and_the_url(page, server):
+    page.goto(server + "/")
+    page.get_by_role("link", name="Model", exact=True).click()
+    page.wait_for_url(re.compile(r"sort=model"))
+    names = model_names(page)
+    assert names == sorted(names, key=str.lower)
+    page.get_by_role("link", name=re.compile(r"^Model")).click()
+    page.wait_for_url(re.compile(r"order=desc"))
+    assert model_names(page) == sorted(names, key=str.lower, reverse=True)
+    page.get_by_role("link", name="Size", exact=True).click()
+    page.wait_for_url(re.compile(r"sort=params"))
+    assert model_names(page)[0] == "beta-7b" and model_names(page)[-1] == "chat-endpoint"
+
+
+def test_filters_by_type_size_and_benchmark(page, server):
+    page.goto(server + "/")
+    page.get_by_label("Type").select_option("gguf")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(re.compile(r"type=gguf"))
+    assert model_names(page) == ["smol-q4"]
+
+    page.goto(server + "/?min_params=100M&max_params=2B")
+    assert sorted(model_names(page)) == ["alpha-1b", "delta-360m", "gamma-135m", "smol-q4"]
+
+    page.goto(server + "/")
+    page.get_by_label("Benchmark").select_option("arith")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(re.compile(r"benchmark=arith"))
+    names = model_names(page)
+    assert "chat-endpoint" in names and len(names) == 7
+    endpoint = page.locator("#board tbody tr", has_text="chat-endpoint")
+    assert endpoint.locator("td").first.inner_text() != "—"  # ranked on arith
+    shot(page, "leaderboard-arith")
+
+
+def test_search_finds_a_model(page, server):
+    page.goto(server + "/")
+    page.get_by_label("Search").fill("lora")
+    page.get_by_label("Search").press("Enter")
+    page.wait_for_url(re.compile(r"q=lora"))
+    assert model_names(page) == ["alpha-1b-lora"]
+    page.goto(server + "/?q=nothing-like-this")
+    assert page.locator("#board tbody").inner_text().strip() == "No models match."
+
+
+def test_pagination_walks_through_every_row(page, server):
+    page.goto(server + "/?per_page=3")
+    seen = model_names(page)
+    assert len(seen) == 3 and "page 1 of 3" in page.locator("#board-count").inner_text()
+    while page.get_by_role("link", name="Next →").count():
+        page.get_by_role("link", name="Next →").click()
+        page.wait_for_load_state()
+        seen += model_names(page)
+    assert len(seen) == len(set(seen)) == 7
+    assert "page=3" in page.url and "per_page=3" in page.url
+
+
+def test_the_model_page_shows_scores_history_tasks_and_lineage(page, server, seed):
+    page.goto(server + "/")
+    page.get_by_role("link", name="alpha-1b-lora", exact=True).click()
+    page.wait_for_url(re.compile(r"/models/\d+$"))
+    assert page.locator("h1").inner_text().startswith("alpha-1b-lora")
+    assert page.locator("#scores tbody tr").count() == 3  # arith, sums, aggregate
+    assert page.locator("svg.history circle").count() == 10  # 5 epochs x 2 benchmarks
+    assert page.locator("table.tasks tbody tr").count() == 10
+    assert page.get_by_role("link", name=re.compile("^" + "5" * 40)).count() == 1
+    shot(page, "model-lora")
+    page.get_by_role("link", name="alpha-1b", exact=True).click()
+    page.wait_for_url(re.compile(rf"/models/{seed.ids['alpha-1b']}$"))
+    assert page.get_by_role("link", name="alpha-1b-lora").count() == 1  # its adapter
+    page.goto(server + f"/models/{seed.ids['delta-360m']}")
+    assert page.locator("table.tasks .status-disputed").count() == 1
+    page.goto(server + "/models/99999")
+    assert page.locator("h1").inner_text() == "Not found"
+
+
+def test_compare_shows_two_models_and_marks_separated_intervals(page, server, seed):
+    a, b = seed.ids["beta-7b"], seed.ids["gamma-135m"]
+    page.goto(server + f"/compare?models={a},{b}")
+    headers = page.locator("#compare thead th").all_inner_texts()
+    assert any("beta-7b" in h for h in headers) and any("gamma-135m" in h for h in headers)
+    assert page.locator("#compare tbody tr.separated").count() >= 1
+    shot(page, "compare")
+
+
+def test_tasks_runners_methodology_and_submit_pages(page, server):
+    page.goto(server + "/tasks?status=DISPUTED")
+    rows = page.locator("table.tasks tbody tr")
+    assert rows.count() == 1 and "delta-360m" in rows.inner_text()
+    shot(page, "tasks-disputed")
+    page.goto(server + "/runners")
+    assert page.locator("#runners tbody tr").count() == 4
+    assert (
+        page.locator("#runners tbody tr", has_text="volunteer3").locator("td").nth(6).inner_text()
+        == "0%"
+    )
+    shot(page, "runners")
+    page.goto(server + "/methodology")
+    assert "Consensus" in page.locator("main").inner_text()
+    shot(page, "methodology")
+    page.goto(server + "/submit")
+    assert "quorumbench runner start" in page.locator("main").inner_text()
+    shot(page, "submit")
+
+
+def test_dark_mode_is_remembered_across_reloads(page, server):
+    page.goto(server + "/")
+    assert page.evaluate("document.documentElement.dataset.theme || ''") == ""
+    page.get_by_role("button", name="Toggle dark mode").click()
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    page.reload()
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(17, 20, 24)"
+    shot(page, "leaderboard-dark")
+
+
+def test_the_system_dark_preference_is_followed(browser, server):
+    context = browser.new_context(color_scheme="dark")
+    try:
+        opened = context.new_page()
+        opened.goto(server + "/")
+        background = opened.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(17, 20, 24)"
+    finally:
+        context.close()
+
+
+def test_the_table_works_without_javascript(browser, server):
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        opened = context.new_page()
+        opened.goto(server + "/")
+        assert len(model_names(opened)) == 7
+        assert opened.locator("#theme-toggle").is_hidden()  # shown only by the script
+        opened.get_by_role("link", name="Samples", exact=True).click()
+        opened.wait_for_url(re.compile(r"sort=n_samples"))
+        opened.get_by_label("Search").fill("beta")
+        opened.get_by_role("button", name="Apply").click()
+        opened.wait_for_url(re.compile(r"q=beta"))
+        assert model_names(opened) == ["beta-7b"]
+        shot(opened, "leaderboard-no-js")
+    finally:
+        context.close()
+
+
+def test_keyboard_use_and_a_phone_sized_screen(browser, server):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    context.set_default_timeout(5000)
+    try:
+        opened = context.new_page()
+        opened.goto(server + "/")
+        opened.keyboard.press("Tab")
+        focused = "document.activeElement"
+        assert opened.evaluate(f"{focused}.textContent") == "Skip to content"
+        assert opened.evaluate(f"getComputedStyle({focused}).outlineStyle") == "solid"
+        opened.locator("thead a", has_text="Model").focus()
+        opened.keyboard.press("Enter")
+        opened.wait_for_url(re.compile(r"sort=model"))
+        # the page itself does not scroll sideways; the table does, inside its frame
+        assert opened.evaluate("document.documentElement.scrollWidth") <= 390
+        shot(opened, "leaderboard-phone")
+    finally:
+        context.close()
+
+
+def test_auto_refresh_replaces_the_table_body(page, server):
+    page.goto(server + "/?sort=model")
+    page.evaluate("document.querySelector('#board tbody').innerHTML = ''")
+    assert page.evaluate("window.quorumbench.refreshBoard()") is True
+    names = model_names(page)
+    assert names == sorted(names, key=str.lower) and len(names) == 7
+
+
+def test_every_table_downloads_as_json_and_csv(page, server, seed):
+    api = page.request
+    board = api.get(server + "/?format=json&type=base").json()
+    assert board["total"] == 4 and {r["type"] for r in board["rows"]} == {"base"}
+    text = api.get(server + "/?format=csv").text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 7 and "sums_ci_high" in rows[0]
+    model = api.get(server + f"/models/{seed.ids['beta-7b']}?format=json").json()
+    assert model["type"] == "base" and len(model["history"]["arith"]) == 5
+    assert "arith" in api.get(server + f"/models/{seed.ids['beta-7b']}?format=csv").text()
+    tasks = api.get(server + "/tasks?format=json&status=DISPUTED").json()["tasks"]
+    assert [t["status"] for t in tasks] == ["DISPUTED"]
+    assert "agreement_rate" in api.get(server + "/runners?format=csv").text()
+    a, b = seed.ids["beta-7b"], seed.ids["gamma-135m"]
+    compared = api.get(server + f"/compare?models={a},{b}&format=json").json()["rows"]
+    assert len(compared) == 6  # (arith, sums, aggregate) x 2
+    assert api.get(server + "/?sort=nonsense").status == 400
+
+
+def test_the_static_export_works_from_disk(browser, seed, tmp_path):
+    from typer.testing import CliRunner
+
+    from quorumbench.cli.app import app
+
+    out = tmp_path / "site"
+    result = CliRunner().invoke(
+        app, ["export-site", str(out), "--database-url", seed.ctx.settings.database_url]
+    )
+    assert result.exit_code == 0, result.output
+    assert (out / "leaderboard.json").is_file() and (out / "static" / "site.css").is_file()
+    context = browser.new_context()
+    fetched: list[str] = []
+    context.on("request", lambda request: fetched.append(request.url))
+    try:
+        opened = context.new_page()
+        opened.goto((out / "index.html").as_uri())
+        assert len(model_names(opened)) == 7
+        opened.get_by_label("Search").fill("7b")
+        assert opened.locator("#board tbody tr:visible").count() == 1
+        opened.get_by_label("Search").fill("")
+        shot(opened, "export-leaderboard")
+        opened.get_by_role("link", name="beta-7b", exact=True).click()
+        opened.wait_for_url(re.compile(r"models/\d+\.html$"))
+        assert opened.locator("svg.history circle").count() == 10
+        shot(opened, "export-model")
+        opened.get_by_role("link", name="Methodology").click()
+        opened.wait_for_url(re.compile(r"methodology\.html$"))
+    finally:
+        context.close()
+    assert fetched and all(url.startswith("file://") for url in fetched)

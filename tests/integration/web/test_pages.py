@@ -1,0 +1,246 @@
+"""The web pages over HTTP in process (no browser): content, query parameters,
+downloads, errors and the static export. The browser tests are in tests/e2e/."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from quorumbench.api.app import create_app
+from quorumbench.services.site import reader_context
+from quorumbench.web.export import export_site
+from quorumbench.web.routes import parse_size
+
+from .seed import MODELS, Seed
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory):
+    made = Seed(tmp_path_factory.mktemp("pages"))
+    made.fill()
+    yield made
+    made.ctx.close()
+
+
+@pytest.fixture(scope="module")
+def client(seed):
+    app = create_app(seed.ctx.settings, context=seed.ctx, run_scheduler=False)
+    with TestClient(app) as running:
+        yield running
+
+
+def names(client, query: str = "") -> list[str]:
+    return [r["model"] for r in client.get(f"/?format=json&{query}").json()["rows"]]
+
+
+def test_the_leaderboard_page_lists_every_scored_model(client):
+    response = client.get("/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    for name, *_ in MODELS:
+        assert f">{name}</a>" in response.text
+    assert response.text.count("DISPUTED</span>") == 1
+    head = response.text.split("<body>")[0]
+    assert 'href="/static/site.css' in head and "//" not in head  # nothing from elsewhere
+
+
+def test_ranks_follow_the_score_and_survive_filters(client):
+    rows = client.get("/?format=json").json()["rows"]
+    ranked = [r for r in rows if r["rank"] is not None]
+    assert [r["rank"] for r in ranked] == list(range(1, 7))
+    assert [r["score"] for r in ranked] == sorted((r["score"] for r in ranked), reverse=True)
+    assert rows[-1]["model"] == "chat-endpoint" and rows[-1]["rank"] is None
+    assert all(r["rank_best"] <= r["rank"] <= r["rank_worst"] for r in ranked)
+    assert rows[0]["rank_best"] == 1 and rows[-1]["rank_best"] is None
+    lora = next(r for r in ranked if r["model"] == "alpha-1b-lora")  # tied with alpha-1b
+    assert lora["rank_best"] < lora["rank"]
+    assert f"{lora['rank_best']}–{lora['rank_worst']}</div>" in client.get("/").text
+    only = client.get("/?format=json&q=gamma").json()["rows"]
+    assert only[0]["rank"] == next(r["rank"] for r in rows if r["model"] == "gamma-135m")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("type=lora", ["alpha-1b-lora"]),
+        ("type=endpoint", ["chat-endpoint"]),
+        ("license=mit", ["delta-360m"]),
+        ("q=ALPHA", ["alpha-1b", "alpha-1b-lora"]),
+        ("q=smol-gguf", ["smol-q4"]),  # the ref matches too
+        ("min_params=5B", ["beta-7b"]),
+        ("max_params=10M", ["alpha-1b-lora"]),
+    ],
+)
+def test_filters(client, query, expected):
+    assert sorted(names(client, query)) == expected
+
+
+def test_sorting_keeps_models_without_a_value_last(client):
+    ascending = names(client, "sort=params&order=asc")
+    descending = names(client, "sort=params")
+    assert ascending[0] == "alpha-1b-lora" and descending[0] == "beta-7b"
+    assert ascending[-1] == descending[-1] == "chat-endpoint"
+    assert names(client, "sort=model") == sorted(names(client), key=str.lower)
+    assert names(client, "sort=disputed")[0] == "delta-360m"
+
+
+def test_a_benchmark_ranks_models_measured_on_it(client):
+    body = client.get("/?format=json&benchmark=arith").json()
+    assert body["benchmark"] == "arith" and body["total"] == 7
+    assert all(r["rank"] is not None for r in body["rows"])
+    assert client.get("/?benchmark=nope").status_code == 400
+
+
+def test_paging(client):
+    pages = [client.get(f"/?format=json&per_page=3&page={n}").json() for n in (1, 2, 3)]
+    assert [p["pages"] for p in pages] == [3, 3, 3]
+    seen = [r["model"] for p in pages for r in p["rows"]]
+    assert len(seen) == len(set(seen)) == 7
+    assert client.get("/?format=json&per_page=3&page=99").json()["page"] == 3
+    html = client.get("/?per_page=3&page=2").text
+    assert 'rel="prev" href="/?per_page=3"' in html
+    assert 'rel="next" href="/?per_page=3&amp;page=3"' in html
+
+
+def test_urls_carry_the_state_of_the_view(client):
+    html = client.get("/?type=base&sort=params").text
+    # the column headers keep the filter and flip or set the order
+    assert 'href="/?type=base&amp;sort=params&amp;order=asc"' in html
+    assert 'href="/?type=base&amp;sort=model"' in html
+    assert 'data-refresh="/?type=base&amp;sort=params&amp;fragment=1"' in html
+    assert 'href="/?type=base&amp;sort=params&amp;format=csv"' in html
+
+
+def test_the_refresh_fragment_is_the_table_body(client):
+    body = client.get("/?fragment=1&type=gguf").json()
+    assert body["count"] == "1 model" and body["html"].count("<tr>") == 1
+    assert "smol-q4" in body["html"]
+
+
+def test_csv_downloads(client, seed):
+    rows = list(csv.DictReader(io.StringIO(client.get("/?format=csv").text)))
+    assert len(rows) == 7 and rows[0]["model"] == "beta-7b" and rows[0]["arith_score"]
+    model = client.get(f"/models/{seed.ids['beta-7b']}?format=csv")
+    assert f'filename="model-{seed.ids["beta-7b"]}.csv"' in model.headers["content-disposition"]
+    assert [r["benchmark"] for r in csv.DictReader(io.StringIO(model.text))] == ["arith", "sums"]
+    tasks = list(csv.DictReader(io.StringIO(client.get("/tasks?format=csv&limit=5").text)))
+    assert len(tasks) == 5 and tasks[0]["runners"] == "1 2 3 4" and tasks[0]["outliers"] == "4"
+    assert tasks[1]["runner_names"] == "volunteer0/box-0 volunteer1/box-1 volunteer2/box-2"
+    runners = list(csv.DictReader(io.StringIO(client.get("/runners?format=csv").text)))
+    assert [r["agreement_rate"] for r in runners] == ["1.0", "1.0", "1.0", "0.0"]
+
+
+def test_the_model_page(client, seed):
+    lora, base = seed.ids["alpha-1b-lora"], seed.ids["alpha-1b"]
+    body = client.get(f"/models/{lora}?format=json").json()
+    assert body["type"] == "lora" and body["base"]["id"] == base
+    assert body["revision_url"] == f"https://huggingface.co/org/alpha-1b-lora/tree/{'5' * 40}"
+    assert [len(v) for v in body["history"].values()] == [5, 5]
+    assert body["aggregate"]["n_tasks"] == 10
+    assert client.get(f"/models/{base}?format=json").json()["adapters"][0]["id"] == lora
+    endpoint = client.get(f"/models/{seed.ids['chat-endpoint']}?format=json").json()
+    assert endpoint["type"] == "endpoint" and endpoint["aggregate"] is None
+    assert endpoint["revision_url"] is None
+    gguf = client.get(f"/models/{seed.ids['smol-q4']}?format=json").json()
+    assert gguf["revision_url"] == f"https://huggingface.co/org/smol-gguf/tree/{'6' * 40}"
+    html = client.get(f"/models/{lora}").text
+    assert '<svg class="history"' in html and f'href="/models/{base}"' in html
+    missing = client.get("/models/4242")
+    assert missing.status_code == 404 and "no model 4242" in missing.text
+
+
+def test_compare(client, seed):
+    a, b, c = seed.ids["alpha-1b"], seed.ids["alpha-1b-lora"], seed.ids["gamma-135m"]
+    same = client.get(f"/compare?models={a},{b}&format=json").json()["rows"]
+    assert not any(r["intervals_separate"] for r in same)  # identical scores
+    html = client.get(f"/compare?models={a},{b},{c}").text
+    assert html.count('class="separated"') >= 1 and html.count('href="/models/') == 3
+    assert client.get("/compare").status_code == 200  # the empty form
+    started = client.get(f"/compare?models={a},")  # the model page's link
+    assert started.status_code == 200 and "Add one to three more" in started.text
+    for bad in (f"{a},{b},{a}", "1,2,3,4,5", "x,y"):
+        assert client.get(f"/compare?models={bad}").status_code == 400
+    assert client.get("/compare?models=1,4242").status_code == 404
+
+
+def test_tasks_and_runners(client):
+    disputed = client.get("/tasks?format=json&status=DISPUTED").json()["tasks"]
+    assert len(disputed) == 1 and disputed[0]["spread"] == 1.0
+    first = client.get("/tasks?format=json&limit=4").json()["tasks"]
+    older = client.get(f"/tasks?format=json&limit=4&before={first[-1]['id']}").json()["tasks"]
+    assert older[0]["id"] == first[-1]["id"] - 1
+    assert 'href="/tasks?status=DONE&amp;before=' in client.get("/tasks?status=DONE&limit=2").text
+    assert client.get("/tasks?status=LOST").status_code == 400
+    runners = client.get("/runners?format=json").json()["runners"]
+    assert [(r["account"], r["results"], r["outliers"]) for r in runners] == [
+        ("volunteer0", 67, 0),
+        ("volunteer1", 67, 0),
+        ("volunteer2", 67, 0),
+        ("volunteer3", 1, 1),
+    ]
+
+
+def test_an_outlier_is_marked_on_its_task(client, seed):
+    tasks = client.get("/tasks?format=json&limit=1").json()["tasks"]
+    (task,) = tasks
+    assert task["model"] == "gamma-135m" and task["status"] == "DONE"
+    assert len(task["runners"]) == 4 and task["outliers"] == [task["runners"][-1]]
+    assert task["runner_names"][-1] == "volunteer3/box-3"
+    html = client.get(f"/models/{seed.ids['gamma-135m']}").text
+    assert html.count('title="its result was an outlier">outlier</span>') == 1
+
+
+def test_static_files_prose_pages_and_the_openapi(client):
+    css = client.get("/static/site.css")
+    assert css.status_code == 200 and "prefers-color-scheme" in css.text
+    assert "localStorage" in client.get("/static/site.js").text
+    assert "quorumbench runner start --server http://testserver" in client.get("/submit").text
+    assert "DISPUTED" in client.get("/methodology").text
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "/" not in paths and "/models/{model_id}" not in paths
+
+
+def test_size_parsing():
+    assert parse_size("135M") == 135_000_000 and parse_size(" 1.5b ") == 1_500_000_000
+    assert parse_size("2000") == 2000 and parse_size("") is None and parse_size(None) is None
+    with pytest.raises(Exception, match="cannot read"):
+        parse_size("huge")
+
+
+def test_the_export_has_only_relative_links(seed, tmp_path):
+    ctx = reader_context(seed.ctx.settings)
+    try:
+        summary = export_site(ctx, tmp_path / "site", server_url="https://qb.example.org")
+    finally:
+        ctx.close()
+    assert summary.models == 7 and summary.files == 2 + 2 + 2 * 7
+    out = tmp_path / "site"
+    for page in [out / "index.html", *(out / "models").glob("*.html")]:
+        links = re.findall(r'(?:href|src)="([^"]+)"', page.read_text())
+        local = [x for x in links if not x.startswith(("https://huggingface.co/", "#"))]
+        assert local and not [x for x in local if x.startswith(("/", "http"))], page
+        for link in local:
+            assert (page.parent / link).resolve().is_file(), (page, link)
+    assert "https://qb.example.org/v0/models" in (out / "submit.html").read_text()
+
+
+def test_the_export_command_refuses_a_missing_database(tmp_path):
+    from typer.testing import CliRunner
+
+    from quorumbench.cli.app import app
+
+    missing = f"sqlite:///{tmp_path / 'none.db'}"
+    result = CliRunner().invoke(
+        app, ["export-site", str(tmp_path / "out"), "--database-url", missing]
+    )
+    assert result.exit_code == 1 and "no database at" in result.output
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "out").exists()
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    result = CliRunner().invoke(
+        app, ["export-site", str(tmp_path / "out"), "--database-url", f"sqlite:///{empty}"]
+    )
+    assert result.exit_code == 1 and "has no QuorumBench tables" in result.output
