@@ -335,6 +335,17 @@ class Runner:
         except Exception as exc:  # it expires on its own; nothing else to do
             log.warning("could not release lease %s: %s", lease.lease_id, exc)
 
+    def _fail(self, lease: Lease, reason: str) -> None:
+        """Report the task failed here (the server then offers it to other accounts)."""
+        fail = getattr(self.client, "fail", None)
+        if fail is None:  # a client without failure reports: give the slot back
+            self._release(lease)
+            return
+        try:
+            fail(lease, reason)
+        except Exception as exc:  # it expires on its own; nothing else to do
+            log.warning("could not report lease %s failed: %s", lease.lease_id, exc)
+
     def run_once(self, stop_event: threading.Event | None = None) -> TaskOutcome:
         """Pull one task and do it; the outcome says what happened."""
         stop = stop_event or threading.Event()
@@ -400,15 +411,15 @@ class Runner:
             return TaskOutcome("stopped", detail="stop requested; lease released", **ids)
         except (SandboxError, EvaluationTimeoutError) as exc:  # the model's code failed
             self.evaluator.evict(str(lease.task.get("model", {}).get("ref", "")))
-            self._release(lease)
+            self._fail(lease, exc.message)
             return TaskOutcome("failed", detail=exc.message, **ids)
         except QuorumError as exc:
-            self._release(lease)
+            self._fail(lease, exc.message)
             return TaskOutcome(stage, detail=exc.message, **ids)
         except Exception as exc:  # a bug or a crashed backend must not end the loop
             log.exception("task %s failed", ids["task_id"])
             self.evaluator.evict(str(lease.task.get("model", {}).get("ref", "")))
-            self._release(lease)
+            self._fail(lease, f"{type(exc).__name__}: {exc}")
             return TaskOutcome("failed", detail=f"{type(exc).__name__}: {exc}", **ids)
         return self._submit(lease, result, keeper, stop, ids)
 
