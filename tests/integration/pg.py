@@ -69,3 +69,25 @@ def throwaway_database(prefix: str) -> Iterator[str]:
             conn.execute(
                 pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name))
             )
+
+
+def emptied(database: str) -> str:
+    """The URL of ``database``, migrated to the newest schema and with every table empty.
+
+    For tests parametrized over SQLite and one module-wide PostgreSQL database.
+    """
+    from quorumbench.db.engine import connect
+    from quorumbench.db.migrate import upgrade
+    from quorumbench.db.models import Base
+
+    url = url_for(database)
+    db = connect(url)
+    try:
+        upgrade(db)  # also after a test that stopped between a downgrade and an upgrade
+    finally:
+        db.dispose()
+    tables = pgsql.SQL(", ").join(
+        pgsql.Identifier(t.name) for t in reversed(Base.metadata.sorted_tables)
+    )
+    execute(database, pgsql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(tables))
+    return url

@@ -12,17 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from psycopg import sql as pgsql
 from sqlalchemy import select
 
 from quorumbench.api.app import create_app
-from quorumbench.db.engine import connect
-from quorumbench.db.migrate import upgrade
-from quorumbench.db.models import Base, Result, Runner
+from quorumbench.db.models import Result, Runner
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.scheduler import tick
 
-from ..pg import execute, throwaway_database, url_for
+from ..pg import emptied, throwaway_database
 from .conftest import fake_metadata, hub_ref
 from .test_api import assert_problem, pull, register, submit
 
@@ -44,18 +41,7 @@ def pg_database() -> Iterator[str]:
 def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'canary.db'}"
-    name = request.getfixturevalue("pg_database")
-    url = url_for(name)
-    db = connect(url)
-    try:
-        upgrade(db)
-    finally:
-        db.dispose()
-    tables = pgsql.SQL(", ").join(
-        pgsql.Identifier(t.name) for t in reversed(Base.metadata.sorted_tables)
-    )
-    execute(name, pgsql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(tables))
-    return url
+    return emptied(request.getfixturevalue("pg_database"))
 
 
 def _world(make_ctx, url=None, **overrides):

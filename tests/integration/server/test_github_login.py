@@ -17,16 +17,12 @@ import httpx
 import jwt
 import pytest
 from fastapi.testclient import TestClient
-from psycopg import sql as pgsql
 
 from quorumbench.api.app import create_app
 from quorumbench.api.routes.oauth import STATE_COOKIE
-from quorumbench.db.engine import connect
-from quorumbench.db.migrate import upgrade
-from quorumbench.db.models import Base
 
 from ..fake_github import CLIENT_ID, USER_CODE, FakeGitHub, s256
-from ..pg import execute, throwaway_database, url_for
+from ..pg import emptied, throwaway_database
 from .test_api import assert_problem, auth
 
 CALLBACK = "/v0/auth/github/callback"
@@ -60,17 +56,7 @@ def pg_database() -> Iterator[str]:
 def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'login.db'}"
-    name = request.getfixturevalue("pg_database")
-    db = connect(url_for(name))
-    try:
-        upgrade(db)
-    finally:
-        db.dispose()
-    tables = pgsql.SQL(", ").join(
-        pgsql.Identifier(t.name) for t in reversed(Base.metadata.sorted_tables)
-    )
-    execute(name, pgsql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(tables))
-    return url_for(name)
+    return emptied(request.getfixturevalue("pg_database"))
 
 
 @pytest.fixture

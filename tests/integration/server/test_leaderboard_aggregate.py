@@ -24,14 +24,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from psycopg import sql as pgsql
 from sqlalchemy import delete, select, update
 
 from quorumbench.core.leaderboard import Interval, weighted_aggregate
 from quorumbench.db.engine import connect
 from quorumbench.db.migrate import downgrade, upgrade
 from quorumbench.db.models import (
-    Base,
     Benchmark,
     Epoch,
     LeaderboardAggregate,
@@ -52,7 +50,7 @@ from quorumbench.services.leaderboard import (
 )
 from quorumbench.services.results import ResultPayload, submit_result
 
-from ..pg import execute, throwaway_database, url_for
+from ..pg import emptied, throwaway_database
 
 Z = 1.959963984540054
 SORTS = ("score", "ci_low", "n_samples", "updated_at", "model")
@@ -76,18 +74,7 @@ def pg_database() -> Iterator[str]:
 def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'lb.db'}"
-    name = request.getfixturevalue("pg_database")
-    url = url_for(name)
-    db = connect(url)
-    try:
-        upgrade(db)  # also after a test that stopped between a downgrade and an upgrade
-    finally:
-        db.dispose()
-    tables = pgsql.SQL(", ").join(
-        pgsql.Identifier(t.name) for t in reversed(Base.metadata.sorted_tables)
-    )
-    execute(name, pgsql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(tables))
-    return url
+    return emptied(request.getfixturevalue("pg_database"))
 
 
 @pytest.fixture
