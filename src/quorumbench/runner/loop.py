@@ -98,6 +98,8 @@ class LeaseClient(Protocol):
 
     def release(self, lease: Lease) -> None: ...
 
+    def fail(self, lease: Lease, reason: str) -> None: ...
+
     def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
@@ -337,12 +339,8 @@ class Runner:
 
     def _fail(self, lease: Lease, reason: str) -> None:
         """Report the task failed here (the server then offers it to other accounts)."""
-        fail = getattr(self.client, "fail", None)
-        if fail is None:  # a client without failure reports: give the slot back
-            self._release(lease)
-            return
         try:
-            fail(lease, reason)
+            self.client.fail(lease, reason)
         except Exception as exc:  # it expires on its own; nothing else to do
             log.warning("could not report lease %s failed: %s", lease.lease_id, exc)
 

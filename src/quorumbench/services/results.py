@@ -418,7 +418,8 @@ def _finish_canary(
     canary = dict(lease.canary)
     verdict = verdict_from_dict(canary["verdict"])
     counted = conn.execute(_COUNTED, {"task_id": task.id}).all()
-    agreeing = [r.score for r in counted if r.id in set(verdict.agreeing)]
+    inside = set(verdict.agreeing)
+    agreeing = [r.score for r in counted if r.id in inside]
     passed = canary_passes(agreeing, score, canary["threshold"])
     if not passed:
         conn.execute(_OUTLIERS, {"ids": [result_id]})
@@ -433,8 +434,12 @@ def publish_overdue_canaries(ctx: ServerContext, now: datetime) -> int:
     """Publish settled tasks whose canary window is over and that nobody is running."""
     with ctx.db.read() as session:
         waiting = session.execute(
+            # An open task is PENDING or DISPUTED (ix_tasks_status_id): this runs every
+            # tick, so it reads the open tasks, never the finished history.
             select(Task.id, Task.canary).where(
-                Task.canary.is_not(None), Task.finalized_at.is_(None)
+                Task.status.in_(("PENDING", "DISPUTED")),
+                Task.finalized_at.is_(None),
+                Task.canary.is_not(None),
             )
         ).all()
     due = [t.id for t in waiting if datetime.fromisoformat(t.canary["deadline"]) <= now]

@@ -143,6 +143,9 @@ class JournaledClient:
     def release(self, lease: Lease) -> None:
         self.inner.release(lease)
 
+    def fail(self, lease: Lease, reason: str) -> None:
+        self.inner.fail(lease, reason)
+
     def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]:
         try:
             answer = self.inner.submit(lease, payload)

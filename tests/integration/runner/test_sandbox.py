@@ -109,6 +109,9 @@ class FakeClient:
     def release(self, lease):
         self.released.append(lease.lease_id)
 
+    def fail(self, lease, reason):  # the slot goes back, as on a release
+        self.released.append(lease.lease_id)
+
     def submit(self, lease, payload):
         self.submitted.append(dict(payload))
         return {"result_id": 1, "task_status": "PENDING", "duplicate": False}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,6 +14,8 @@ from quorumbench.services.context import ServerContext
 from quorumbench.services.model_metadata import ModelMetadata
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
+
+from ..pg import emptied, throwaway_database
 
 
 class FakeClock:
@@ -61,6 +64,26 @@ def make_ctx(tmp_path, clock):
     yield make
     for ctx in made:
         ctx.close()
+
+
+@pytest.fixture(scope="module")
+def pg_database() -> Iterator[str]:
+    """One throwaway PostgreSQL database per test module (emptied for each test)."""
+    with throwaway_database("qb_server") as name:
+        yield name
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """A database URL for tests parametrized over SQLite and PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'server.db'}"
+    return emptied(request.getfixturevalue("pg_database"))
 
 
 @pytest.fixture

@@ -8,9 +8,6 @@ only then is the task published, with the consensus it had.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -19,29 +16,10 @@ from quorumbench.db.models import Result, Runner
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.scheduler import tick
 
-from ..pg import emptied, throwaway_database
 from .conftest import fake_metadata, hub_ref
 from .test_api import assert_problem, pull, register, submit
 
 RUNNERS = ("r1", "r2", "r3", "r4")
-
-
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with throwaway_database("qb_canary") as name:
-        yield name
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'canary.db'}"
-    return emptied(request.getfixturevalue("pg_database"))
 
 
 def _world(make_ctx, url=None, **overrides):

@@ -9,7 +9,6 @@ fixture runs each flow on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,7 +21,6 @@ from quorumbench.api.app import create_app
 from quorumbench.api.routes.oauth import STATE_COOKIE
 
 from ..fake_github import CLIENT_ID, USER_CODE, FakeGitHub, s256
-from ..pg import emptied, throwaway_database
 from .test_api import assert_problem, auth
 
 CALLBACK = "/v0/auth/github/callback"
@@ -39,24 +37,6 @@ def serve(make_ctx, tmp_path, *providers, url=None, base_url="http://testserver"
     ctx = make_ctx(url, oauth_providers=list(providers), **settings)
     app = create_app(ctx.settings, context=ctx, run_scheduler=False)
     return TestClient(app, base_url=base_url)
-
-
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with throwaway_database("qb_login") as name:
-        yield name
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'login.db'}"
-    return emptied(request.getfixturevalue("pg_database"))
 
 
 @pytest.fixture

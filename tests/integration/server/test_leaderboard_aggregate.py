@@ -18,7 +18,6 @@ import json
 import math
 import statistics
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -50,31 +49,11 @@ from quorumbench.services.leaderboard import (
 )
 from quorumbench.services.results import ResultPayload, submit_result
 
-from ..pg import emptied, throwaway_database
-
 Z = 1.959963984540054
 SORTS = ("score", "ci_low", "n_samples", "updated_at", "model")
 
 
 # --- backends ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def pg_database() -> Iterator[str]:
-    with throwaway_database("qb_lbagg") as name:
-        yield name
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'lb.db'}"
-    return emptied(request.getfixturevalue("pg_database"))
 
 
 @pytest.fixture

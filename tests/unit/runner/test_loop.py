@@ -103,6 +103,9 @@ class FakeClient:
     def release(self, lease):
         self.released.append(lease.lease_id)
 
+    def fail(self, lease, reason):  # the slot goes back, as on a release
+        self.released.append(lease.lease_id)
+
     def submit(self, lease, payload):
         self.submitted.append((lease.lease_id, payload))
         return self.submit_answer
