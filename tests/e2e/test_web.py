@@ -89,11 +89,13 @@ def test_the_leaderboard_ranks_complete_models_with_intervals(page, server):
     # every model with both benchmarks; the endpoint has only one (no aggregate rank)
     assert len(names) == 7 and names[-1] == "chat-endpoint"
     assert names[0] == "beta-7b"
-    cells = page.locator("#board tbody tr td:first-child").all_inner_texts()
+    cells = page.locator("#board tbody td.rank").all_inner_texts()
     ranks = [cell.split("\n")[0] for cell in cells]  # the rank, then the range it may be in
     assert cells[0] == "1\n1–3"
     assert ranks[:6] == ["1", "2", "3", "4", "5", "6"] and ranks[6] == "—"
-    assert page.locator("#board tbody svg.ci").count() == 6
+    assert page.locator("#board tbody td.score svg.ci").count() == 6
+    # a bar per benchmark score too: 6 models on both, the endpoint on arith only
+    assert page.locator("#board tbody td.bench svg.ci").count() == 13
     row = page.locator("#board tbody tr", has_text="delta-360m")
     assert row.locator(".badge.disputed").inner_text() == "DISPUTED"
     lora = page.locator("#board tbody tr", has_text="alpha-1b-lora")
@@ -132,7 +134,7 @@ def test_filters_by_type_size_and_benchmark(page, server):
     names = model_names(page)
     assert "chat-endpoint" in names and len(names) == 7
     endpoint = page.locator("#board tbody tr", has_text="chat-endpoint")
-    assert endpoint.locator("td").first.inner_text() != "—"  # ranked on arith
+    assert endpoint.locator("td.rank").inner_text() != "—"  # ranked on arith
     shot(page, "leaderboard-arith")
 
 
@@ -183,7 +185,47 @@ def test_compare_shows_two_models_and_marks_separated_intervals(page, server, se
     headers = page.locator("#compare thead th").all_inner_texts()
     assert any("beta-7b" in h for h in headers) and any("gamma-135m" in h for h in headers)
     assert page.locator("#compare tbody tr.separated").count() >= 1
+    # per subject: sums' even samples (1.0 against 0.3 over ten samples each) differ
+    subjects = page.locator("table.subjects[data-benchmark=sums] tbody tr")
+    assert subjects.all_inner_texts()[0].split("\t")[0] == "even"
+    even = subjects.filter(has_text="even")
+    assert even.locator(".badge.differ").count() == 1
+    assert even.locator("td").first.inner_text().startswith("1.000")
     shot(page, "compare")
+
+
+def test_models_are_picked_for_comparison_from_the_leaderboard(page, server, seed):
+    page.goto(server + "/")
+    page.get_by_label("Compare beta-7b").check()
+    page.get_by_label("Compare gamma-135m").check()
+    assert page.evaluate("window.quorumbench.refreshBoard()") is True  # ticks survive it
+    assert page.get_by_label("Compare beta-7b").is_checked()
+    page.get_by_label("Compare delta-360m").check()
+    page.get_by_label("Compare smol-q4").check()
+    # four is the most compare takes: the other boxes are disabled
+    assert page.get_by_label("Compare alpha-1b", exact=True).is_disabled()
+    page.get_by_label("Compare smol-q4").uncheck()
+    assert page.get_by_label("Compare alpha-1b", exact=True).is_enabled()
+    page.get_by_role("button", name="Compare selected").click()
+    page.wait_for_url(re.compile(r"/compare\?models="))
+    headers = " ".join(page.locator("#compare thead th").all_inner_texts())
+    for name in ("beta-7b", "gamma-135m", "delta-360m"):
+        assert name in headers
+    picked = page.get_by_label(re.compile("Model ids")).input_value().split(",")
+    assert sorted(picked) == sorted(
+        str(seed.ids[n]) for n in ("beta-7b", "gamma-135m", "delta-360m")
+    )
+
+
+def test_the_model_page_breaks_scores_down_by_subject(page, server, seed):
+    page.goto(server + f"/models/{seed.ids['beta-7b']}")
+    table = page.locator("table.subjects[data-benchmark=sums]")
+    rows = [r.split("\t") for r in table.locator("tbody tr").all_inner_texts()]
+    assert [(r[0], r[1], r[3]) for r in rows] == [("even", "1.000", "10"), ("odd", "0.800", "10")]
+    assert table.locator("svg.ci").count() == 2
+    # arith's samples here are not from its data (the seed's ids), so it has no breakdown
+    assert page.locator("table.subjects").count() == 1
+    shot(page, "model-subjects")
 
 
 def test_tasks_runners_methodology_and_submit_pages(page, server):
@@ -290,7 +332,8 @@ def test_every_table_downloads_as_json_and_csv(page, server, seed):
     assert "agreement_rate" in api.get(server + "/runners?format=csv").text()
     a, b = seed.ids["beta-7b"], seed.ids["gamma-135m"]
     compared = api.get(server + f"/compare?models={a},{b}&format=json").json()["rows"]
-    assert len(compared) == 6  # (arith, sums, aggregate) x 2
+    assert len(compared) == 10  # (arith, sums, aggregate, sums even, sums odd) x 2
+    assert [r["subject"] for r in compared[6:]] == ["even", "even", "odd", "odd"]
     assert api.get(server + "/?sort=nonsense").status == 400
 
 
@@ -315,6 +358,20 @@ def test_the_static_export_works_from_disk(browser, seed, tmp_path):
         opened.get_by_label("Search").fill("7b")
         assert opened.locator("#board tbody tr:visible").count() == 1
         opened.get_by_label("Search").fill("")
+        opened.get_by_label("Type").select_option("base")
+        assert opened.locator("#board-count").inner_text() == "4 models"
+        opened.get_by_label("Size from").fill("1B")
+        visible = opened.locator("#board tbody tr:visible td.name > a").all_inner_texts()
+        assert sorted(visible) == ["alpha-1b", "beta-7b"]
+        opened.get_by_label("Size from").fill("")
+        opened.get_by_label("Type").select_option("")
+        opened.get_by_role("button", name="Model", exact=True).click()
+        names = model_names(opened)
+        assert names == sorted(names, key=str.lower)
+        opened.get_by_role("button", name="Model", exact=True).click()
+        assert model_names(opened) == sorted(names, key=str.lower, reverse=True)
+        opened.get_by_role("button", name="Size", exact=True).click()
+        assert model_names(opened)[0] == "beta-7b" and model_names(opened)[-1] == "chat-endpoint"
         shot(opened, "export-leaderboard")
         opened.get_by_role("link", name="beta-7b", exact=True).click()
         opened.wait_for_url(re.compile(r"models/\d+\.html$"))

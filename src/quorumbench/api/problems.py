@@ -4,6 +4,11 @@ Every QuorumError becomes ``application/problem+json`` with ``type``
 (``/problems/<code>``), ``title``, ``status``, ``detail`` and ``instance``; request
 validation errors too (with an ``errors`` list); anything else becomes a generic 500
 that carries the request id while the traceback goes to the log only.
+
+The web pages are for people, so two errors that reach a page get ``error.html``
+instead: a query or path value the page's validation rejects (400, naming the
+parameter and what it allows) unless the request asked for ``format=json`` or
+``format=csv``, and an unknown path outside the API that a browser asked for (404).
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from quorumbench import errors
+from quorumbench.web import routes as web
 
 log = logging.getLogger("quorumbench.api")
 MEDIA_TYPE = "application/problem+json"
@@ -44,6 +50,9 @@ STATUS: dict[type[errors.QuorumError], int] = {
 }
 RETRY_AFTER_S = 5
 """What a 503 tells clients to wait before trying again."""
+NOT_PAGES = ("/v0", "/docs", "/redoc", "/openapi.json")
+"""Paths that are not web pages: the JSON API and its documentation."""
+MACHINE_FORMATS = ("json", "csv")
 
 
 def status_for(exc: errors.QuorumError) -> int:
@@ -97,9 +106,11 @@ async def quorum_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def http_error(request: Request, exc: Exception) -> JSONResponse:
+async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own HTTP errors (no such route, method not allowed, body too large)."""
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404 and _browser_outside_api(request):
+        return web.error_page(404, f"There is no page at {request.url.path}.")
     code = {404: "not-found", 405: "method-not-allowed", 413: "body-too-large"}.get(
         exc.status_code, "http-error"
     )
@@ -109,8 +120,11 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     return problem(request, exc.status_code, code, _title(code), detail)
 
 
-async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+async def validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    if _page_for_people(request):
+        detail = "; ".join(plain_error(e) for e in exc.errors())
+        return web.error_page(400, detail or "invalid request")
     details = [
         {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
         for e in exc.errors()
@@ -124,6 +138,56 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         summary or "invalid request",
         errors=details,
     )
+
+
+_PLAIN = {
+    "greater_than_equal": "must be {ge} or more",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be {le} or less",
+    "less_than": "must be less than {lt}",
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "bool_parsing": "must be 1 or 0 (true or false)",
+    "literal_error": "must be {expected}",
+    "string_too_long": "must be at most {max_length} characters",
+    "string_too_short": "must be at least {min_length} characters",
+    "missing": "is required",
+}
+
+
+def plain_error(error: Any) -> str:
+    """One validation error as ``parameter: what it allows``, e.g. ``page: must be 1 or
+    more``: its ``loc`` without the ``query``/``path`` part, and its ``msg`` in plain
+    words where its ``type`` is a familiar one (the ``msg`` itself otherwise)."""
+    loc = [str(part) for part in error.get("loc", ()) if part not in ("query", "path")]
+    msg = str(error.get("msg", ""))
+    template = _PLAIN.get(str(error.get("type", "")))
+    try:
+        text = template.format(**error.get("ctx", {})) if template else msg
+    except (KeyError, IndexError):
+        text = msg
+    return f"{'.'.join(loc)}: {text}" if loc else text
+
+
+def _page_for_people(request: Request) -> bool:
+    """The request matched a web page and did not ask for a machine format."""
+    route = request.scope.get("route")
+    endpoint = getattr(route, "endpoint", None)
+    pages = {getattr(r, "endpoint", None) for r in web.router.routes}
+    return endpoint is not None and endpoint in pages and not _machine_format(request)
+
+
+def _browser_outside_api(request: Request) -> bool:
+    path = request.url.path
+    outside = not any(path == p or path.startswith(f"{p}/") for p in NOT_PAGES)
+    browser = "text/html" in request.headers.get("accept", "")
+    return outside and browser and not _machine_format(request)
+
+
+def _machine_format(request: Request) -> bool:
+    return request.query_params.get("format") in MACHINE_FORMATS
 
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:

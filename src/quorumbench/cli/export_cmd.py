@@ -25,6 +25,13 @@ def export_site_command(
         Path | None,
         typer.Option("--data-dir", help="Directory of the default SQLite database (QB_DATA_DIR)."),
     ] = None,
+    datasets_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--datasets-dir",
+            help="Local benchmark data (QB_DATASETS_DIR), for the per-subject tables.",
+        ),
+    ] = None,
     server_url: Annotated[
         str,
         typer.Option("--server-url", help="The live server's URL, for the submit page."),
@@ -34,14 +41,22 @@ def export_site_command(
     from any static host or opened from disk."""
     from quorumbench.cli.server_cmd import server_settings
     from quorumbench.services.site import reader_context
+    from quorumbench.settings import get_settings
     from quorumbench.web.export import export_site
 
-    ctx = reader_context(server_settings(database_url, data_dir))
+    datasets = datasets_dir or get_settings().datasets_dir
+    ctx = reader_context(server_settings(database_url, data_dir), datasets)
     try:
         summary = export_site(ctx, directory, server_url=server_url)
     finally:
         ctx.close()
-    Console().print(
+    console = Console()
+    console.print(
         f"wrote {summary.files} files ({summary.models} model pages) to {summary.directory}; "
         f"open {summary.directory / 'index.html'}"
     )
+    if summary.unlabelled:
+        console.print(
+            f"no per-subject tables for {', '.join(summary.unlabelled)}: their data could not "
+            "be loaded here (give --datasets-dir; custom benchmarks are not labelled)"
+        )

@@ -141,6 +141,24 @@ def aggregate_basis(weights: Mapping[int, float]) -> str:
     return sha256_hex(text)
 
 
+def wilson_interval(mean: float, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a mean of ``n`` scores in [0, 1].
+
+    For 0/1 scores it is the Wilson interval of a proportion; for scores in between it
+    is conservative, since their variance is at most ``mean·(1 − mean)``. Unlike
+    ``mean ± 1.96·se`` it does not shrink to a point when a few samples agree, which
+    is why the small per-subject slices use it.
+    """
+    if n <= 0:
+        raise ValueError("an interval needs at least one sample")
+    p = min(1.0, max(0.0, mean))
+    z2 = Z95 * Z95
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def overlapping(intervals: Sequence[tuple[float, float, float]]) -> list[bool]:
     """For (score, low, high) rows, whether each interval overlaps a rank neighbour's."""
     order = sorted(range(len(intervals)), key=lambda i: -intervals[i][0])

@@ -62,11 +62,14 @@ class ServerContext:
     """Model inspection override (tests, offline demos); default: model_metadata."""
     identities: IdentityCache = field(default_factory=IdentityCache)
     log_signer: Any = None
+    """The public log's signing key, loaded on first use (services/publiclog.py)."""
     rate_limiter: Any = None
     """Per-account write limits, built on first use (services/ratelimit.py)."""
     auth_signer: Any = None
     """The key that signs access JWTs, loaded on first use (services/sessions.py)."""
-    """The public log's signing key, loaded on first use (services/publiclog.py)."""
+    sample_subjects: dict[tuple[str, int, str], dict[str, str | None]] = field(default_factory=dict)
+    """Per benchmark (name, version, data SHA-256): each sample id's subject label, or
+    None for an id its data does not have; filled as pages ask (services/site.py)."""
 
     def now(self) -> datetime:
         return self.clock()

@@ -16,8 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import func, inspect, select
+from sqlalchemy import and_, func, inspect, select
 
+from quorumbench.core.leaderboard import wilson_interval
 from quorumbench.db.engine import connect
 from quorumbench.db.models import (
     Account,
@@ -30,8 +31,9 @@ from quorumbench.db.models import (
     Runner,
     Task,
 )
-from quorumbench.errors import ConfigError, NotFoundError
+from quorumbench.errors import ConfigError, NotFoundError, QuorumError
 from quorumbench.queue.sql import SqlTaskQueue
+from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext
 from quorumbench.services.leaderboard import AGGREGATE
 from quorumbench.settings import ServerSettings
@@ -338,6 +340,17 @@ class TaskSummary:
 
 
 @dataclass(frozen=True)
+class SubjectScore:
+    """A model's score on the samples of one subject, with a 95% Wilson interval."""
+
+    subject: str
+    score: float
+    ci_low: float
+    ci_high: float
+    n_samples: int
+
+
+@dataclass(frozen=True)
 class ModelView:
     id: int
     name: str
@@ -359,6 +372,8 @@ class ModelView:
     tasks: list[TaskSummary]
     base: ModelLink | None
     adapters: list[ModelLink] = field(default_factory=list)
+    subjects: dict[str, list[SubjectScore]] = field(default_factory=dict)
+    """Per benchmark with two or more subjects: scores per subject (:func:`by_subject`)."""
 
 
 def revision_url(ref: str, revision: str) -> str | None:
@@ -433,7 +448,85 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             tasks,
             base,
             adapters,
+            by_subject(ctx, session, model_id),
         )
+
+
+def by_subject(ctx: ServerContext, session: Any, model_id: int) -> dict[str, list[SubjectScore]]:
+    """Per active benchmark whose samples carry two or more subject labels: the model's
+    mean per-sample consensus score per subject over its DONE tasks, most samples first.
+
+    The intervals are Wilson intervals (:func:`wilson_interval`): a subject often has
+    few samples, where ``mean ± 1.96·se`` would shrink to a point. Benchmarks whose data
+    this process has not loaded (or loaded at another version) are left out.
+    """
+    active = {
+        row.id: row
+        for row in session.execute(
+            select(Benchmark.id, Benchmark.name, Benchmark.version, Benchmark.dataset_sha256).where(
+                Benchmark.active
+            )
+        )
+    }
+    samples: dict[int, list[tuple[str, float]]] = {}
+    for bench_id, ids, consensus in session.execute(
+        select(Task.benchmark_id, Task.sample_ids, ConsensusOutcome.sample_consensus)
+        .join(
+            ConsensusOutcome,
+            and_(ConsensusOutcome.task_id == Task.id, ConsensusOutcome.round == Task.round),
+        )
+        .where(
+            Task.model_id == model_id,
+            Task.status == "DONE",
+            Task.benchmark_id.in_(active),
+            ConsensusOutcome.status == "DONE",
+        )
+        .order_by(Task.id)
+    ):
+        if len(ids) == len(consensus):
+            samples.setdefault(bench_id, []).extend(zip(ids, consensus, strict=True))
+    out = {}
+    for bench_id, pairs in samples.items():
+        row = active[bench_id]
+        subjects = _subjects(ctx, row.name, row.version, row.dataset_sha256, [i for i, _ in pairs])
+        values: dict[str, list[float]] = {}
+        for sample_id, value in pairs:
+            subject = subjects.get(sample_id)
+            if subject is not None:
+                values.setdefault(subject, []).append(float(value))
+        if len(values) < 2:
+            continue
+        scores = []
+        for subject, group in values.items():
+            mean = sum(group) / len(group)
+            low, high = wilson_interval(mean, len(group))
+            scores.append(SubjectScore(subject, mean, low, high, len(group)))
+        scores.sort(key=lambda s: (-s.n_samples, s.subject))
+        out[row.name] = scores
+    return dict(sorted(out.items()))
+
+
+def _subjects(
+    ctx: ServerContext, name: str, version: int, dataset_sha256: str, ids: Sequence[str]
+) -> dict[str, str | None]:
+    """Subject labels of sample ids (cached on the context); empty if the data is absent."""
+    bench = ctx.loaded_benchmarks.get(name)
+    if bench is None or (bench.version, bench.dataset_sha256) != (version, dataset_sha256):
+        return {}
+    known = ctx.sample_subjects.setdefault((name, version, dataset_sha256), {})
+    missing = [i for i in dict.fromkeys(ids) if i not in known]
+    if not missing:
+        return known
+    try:
+        for sample in bench.samples(missing):
+            known[sample.id] = sample.labels.subject
+    except QuorumError:  # some id its data does not have: label them one by one
+        for sample_id in missing:
+            try:
+                known[sample_id] = bench.samples([sample_id])[0].labels.subject
+            except QuorumError:
+                known[sample_id] = None
+    return known
 
 
 def _task_summaries(
@@ -563,25 +656,51 @@ class CompareView:
     """Per model (same order), per benchmark; ``aggregate`` when complete."""
     separated: dict[str, bool]
     """Per benchmark: whether some pair of the models' intervals does not overlap."""
+    subjects: dict[str, list[str]] = field(default_factory=dict)
+    """Per benchmark with a subject breakdown: its subjects, most samples first."""
+    subject_scores: list[dict[tuple[str, str], SubjectScore]] = field(default_factory=list)
+    """Per model (same order), per (benchmark, subject)."""
+    subject_separated: dict[tuple[str, str], bool] = field(default_factory=dict)
+
+
+def _separated(intervals: Sequence[Score | SubjectScore]) -> bool:
+    """Whether some pair of these intervals does not overlap."""
+    return any(
+        a.ci_high < b.ci_low or b.ci_high < a.ci_low
+        for i, a in enumerate(intervals)
+        for b in intervals[i + 1 :]
+    )
 
 
 def compare(ctx: ServerContext, model_ids: list[int]) -> CompareView:
-    """Two to four models side by side."""
+    """Two to four models side by side, per benchmark and per subject."""
     if not 2 <= len(model_ids) <= 4 or len(set(model_ids)) != len(model_ids):
         raise ConfigError("compare two to four different models (models=ID,ID,...)")
     benchmarks = active_benchmarks(ctx)
     views = [model_view(ctx, i, recent=0) for i in model_ids]
     scores = [{**v.scores, **({AGGREGATE: v.aggregate} if v.aggregate else {})} for v in views]
-    separated = {}
-    for name in [*benchmarks, AGGREGATE]:
-        have = [s[name] for s in scores if name in s]
-        separated[name] = any(
-            a.ci_high < b.ci_low or b.ci_high < a.ci_low
-            for i, a in enumerate(have)
-            for b in have[i + 1 :]
-        )
+    separated = {
+        name: _separated([s[name] for s in scores if name in s])
+        for name in [*benchmarks, AGGREGATE]
+    }
+    by_model = [
+        {(bench, s.subject): s for bench, rows in v.subjects.items() for s in rows} for v in views
+    ]
+    totals: dict[tuple[str, str], int] = {}
+    for rows in by_model:
+        for key, s in rows.items():
+            totals[key] = totals.get(key, 0) + s.n_samples
+    subjects: dict[str, list[str]] = {}
+    for bench, subject in sorted(totals, key=lambda k: (k[0], -totals[k], k[1])):
+        subjects.setdefault(bench, []).append(subject)
     return CompareView(
-        [ModelLink(v.id, v.name, v.ref) for v in views], benchmarks, scores, separated
+        [ModelLink(v.id, v.name, v.ref) for v in views],
+        benchmarks,
+        scores,
+        separated,
+        subjects,
+        by_model,
+        {key: _separated([m[key] for m in by_model if key in m]) for key in totals},
     )
 
 
@@ -595,7 +714,23 @@ def all_model_ids(ctx: ServerContext) -> list[int]:
         )
 
 
-def reader_context(settings: ServerSettings) -> ServerContext:
+def load_labels(ctx: ServerContext) -> list[str]:
+    """Load the active benchmarks' data for the subject tables; the names that failed.
+
+    (A server loads them at startup; a reader such as ``export-site`` does it here. A
+    custom benchmark is registered by its spec's path, which the database does not keep,
+    and a Hub benchmark needs the Hub or ``datasets_dir``: those get no subject tables.)
+    """
+    missing = []
+    for name in active_benchmarks(ctx):
+        try:
+            loaded(ctx, name)
+        except QuorumError:
+            missing.append(name)
+    return missing
+
+
+def reader_context(settings: ServerSettings, datasets_dir: Path | None = None) -> ServerContext:
     """A context for reading an existing database: no migration, no benchmark changes.
 
     (``build_context`` registers the configured benchmarks and deactivates the others,
@@ -610,4 +745,6 @@ def reader_context(settings: ServerSettings) -> ServerContext:
         raise ConfigError(
             f"{url.split('@')[-1]} has no QuorumBench tables (quorumbench db upgrade)"
         )
-    return ServerContext(settings, db, SqlTaskQueue(db, settings.lease_seconds))
+    return ServerContext(
+        settings, db, SqlTaskQueue(db, settings.lease_seconds), datasets_dir=datasets_dir
+    )

@@ -16,6 +16,7 @@ from quorumbench.services.site import (
     ModelView,
     RunnerRow,
     Score,
+    SubjectScore,
     TaskSummary,
 )
 
@@ -35,6 +36,10 @@ def score_dict(score: Score | None) -> dict[str, Any] | None:
         "n_tasks": score.n_tasks,
         "updated_at": _time(score.updated_at),
     }
+
+
+def subject_dict(score: SubjectScore | None) -> dict[str, Any] | None:
+    return asdict(score) if score else None
 
 
 def board_row(row: BoardRow) -> dict[str, Any]:
@@ -127,7 +132,22 @@ def model_dict(view: ModelView) -> dict[str, Any]:
         "tasks": [task_dict(t) for t in view.tasks],
         "base": asdict(view.base) if view.base else None,
         "adapters": [asdict(a) for a in view.adapters],
+        "subjects": {name: [asdict(s) for s in rows] for name, rows in view.subjects.items()},
     }
+
+
+MODEL_CSV_COLUMNS = [
+    "benchmark", "subject", "score", "ci_low", "ci_high", "n_samples", "n_tasks", "updated_at"
+]  # fmt: skip
+
+
+def model_csv_rows(view: ModelView) -> list[dict[str, Any]]:
+    """Per benchmark (and the aggregate), then per (benchmark, subject)."""
+    rows = [{"benchmark": n, **(score_dict(s) or {})} for n, s in sorted(view.scores.items())]
+    if view.aggregate:
+        rows.append({"benchmark": "aggregate", **(score_dict(view.aggregate) or {})})
+    rows += [{"benchmark": name, **asdict(s)} for name, subs in view.subjects.items() for s in subs]
+    return rows
 
 
 def runner_dict(runner: RunnerRow) -> dict[str, Any]:
@@ -137,20 +157,46 @@ def runner_dict(runner: RunnerRow) -> dict[str, Any]:
 
 
 def compare_rows(view: CompareView) -> list[dict[str, Any]]:
-    """One row per (benchmark, model)."""
+    """One row per (benchmark, model), then per (benchmark, subject, model)."""
     rows = []
     for name in [*view.benchmarks, "aggregate"]:
         for model, scores in zip(view.models, view.scores, strict=True):
             rows.append(
                 {
                     "benchmark": name,
+                    "subject": None,
                     "model_id": model.id,
                     "model": model.name,
                     **(score_dict(scores.get(name)) or {"score": None}),
                     "intervals_separate": view.separated[name],
                 }
             )
+    for name, subjects in view.subjects.items():
+        for subject in subjects:
+            key = (name, subject)
+            for model, by_subject in zip(view.models, view.subject_scores, strict=True):
+                found = by_subject.get(key)
+                rows.append(
+                    {
+                        "benchmark": name,
+                        "subject": subject,
+                        "model_id": model.id,
+                        "model": model.name,
+                        **(
+                            {k: v for k, v in asdict(found).items() if k != "subject"}
+                            if found
+                            else {"score": None}
+                        ),
+                        "intervals_separate": view.subject_separated[key],
+                    }
+                )
     return rows
+
+
+COMPARE_CSV_COLUMNS = [
+    "benchmark", "subject", "model_id", "model", "score", "ci_low", "ci_high", "n_samples",
+    "n_tasks", "updated_at", "intervals_separate",
+]  # fmt: skip
 
 
 def to_csv(header: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:

@@ -24,6 +24,8 @@ class ExportSummary:
     directory: Path
     models: int
     files: int
+    unlabelled: list[str]
+    """Active benchmarks whose data could not be loaded (no subject tables)."""
 
 
 def _write(path: Path, text: str) -> None:
@@ -50,6 +52,7 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
     shutil.copytree(STATIC_DIR, directory / "static", dirs_exist_ok=True)
     exported_at = ctx.now()
     top, down = StaticLinks(0), StaticLinks(1)
+    unlabelled = site.load_labels(ctx)
     board = full_board(ctx)
     common = {"exported_at": exported_at, "data_path": ""}
     files = 0
@@ -64,12 +67,14 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
             quorum=ctx.settings.quorum,
             refresh_url=None,
             static_json="leaderboard.json",
+            static_csv="leaderboard.csv",
             active="board",
             **common,
         ),
     )
     _write(directory / "leaderboard.json", _json(data.board_dict(board)))
-    files += 2
+    _write(directory / "leaderboard.csv", data.board_csv(board))
+    files += 3
     for name, extra in (
         ("methodology", {}),
         ("submit", {"server_url": server_url}),
@@ -81,9 +86,20 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
     for model_id in ids:
         view = site.model_view(ctx, model_id)
         html = render(
-            "model.html", down, m=view, static_json=f"{model_id}.json", active="board", **common
+            "model.html",
+            down,
+            m=view,
+            static_json=f"{model_id}.json",
+            static_csv=f"{model_id}.csv",
+            active="board",
+            **common,
         )
-        _write(directory / "models" / f"{model_id}.html", html)
-        _write(directory / "models" / f"{model_id}.json", _json(data.model_dict(view)))
-        files += 2
-    return ExportSummary(directory, len(ids), files)
+        folder = directory / "models"
+        _write(folder / f"{model_id}.html", html)
+        _write(folder / f"{model_id}.json", _json(data.model_dict(view)))
+        _write(
+            folder / f"{model_id}.csv",
+            data.to_csv(data.MODEL_CSV_COLUMNS, data.model_csv_rows(view)),
+        )
+        files += 3
+    return ExportSummary(directory, len(ids), files, unlabelled)

@@ -74,6 +74,11 @@ class StaticLinks(Links):
         return None
 
 
+def default_order(sort: str) -> str:
+    """Scores, sizes, samples and dates read best-first downwards; ranks and names up."""
+    return "asc" if sort in ("rank", "model", "type") else "desc"
+
+
 def fmt_params(params: int | None) -> str:
     if params is None:
         return "—"
@@ -104,6 +109,7 @@ def environment() -> Environment:
         interval_bar=charts.interval_bar,
         history_chart=charts.history_chart,
         type_label=TYPE_LABELS.get,
+        default_order=default_order,
         version=__version__,
     )
     return env

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
@@ -22,7 +22,7 @@ from quorumbench.errors import ConfigError, NotFoundError, QuorumError
 from quorumbench.services import site
 from quorumbench.services.context import ServerContext
 from quorumbench.web import data
-from quorumbench.web.render import STATIC_DIR, Links, render
+from quorumbench.web.render import STATIC_DIR, Links, default_order, render
 
 router = APIRouter(include_in_schema=False)
 router.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -48,15 +48,19 @@ def parse_size(text: str | None) -> int | None:
     return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
+def error_page(status: int, detail: str) -> HTMLResponse:
+    """The HTML error page: 404 "Not found", else "Cannot show this page"."""
+    title = "Not found" if status == 404 else "Cannot show this page"
+    html = render("error.html", LINKS, title=title, detail=detail, active=None)
+    return HTMLResponse(html, status_code=status)
+
+
 def _page(build: Callable[[], Response]) -> Response:
     """``build()``, or the error page for a QuorumError it raises."""
     try:
         return build()
     except QuorumError as exc:
-        status = 404 if isinstance(exc, NotFoundError) else 400
-        title = "Not found" if status == 404 else "Cannot show this page"
-        html = render("error.html", LINKS, title=title, detail=exc.message, active=None)
-        return HTMLResponse(html, status_code=status)
+        return error_page(404 if isinstance(exc, NotFoundError) else 400, exc.message)
 
 
 def _csv(text: str, name: str) -> Response:
@@ -106,11 +110,6 @@ def _board_query(
         "page": page if page > 1 else None,
     }
     return query, {k: v for k, v in state.items() if v not in (None, "")}
-
-
-def default_order(sort: str) -> str:
-    """Scores, sizes, samples and dates read best-first downwards; ranks and names up."""
-    return "asc" if sort in ("rank", "model", "type") else "desc"
 
 
 def sort_state(state: dict[str, Any], query: site.BoardQuery) -> Callable[[str], dict[str, Any]]:
@@ -191,9 +190,8 @@ def model_page(request: Request, model_id: int, format: Format = "html") -> Resp
         if format == "json":
             return JSONResponse(data.model_dict(view))
         if format == "csv":
-            rows = [{"benchmark": n, **(data.score_dict(s) or {})} for n, s in view.scores.items()]
-            header = ["benchmark", "score", "ci_low", "ci_high", "n_samples", "n_tasks"]
-            return _csv(data.to_csv([*header, "updated_at"], rows), f"model-{model_id}")
+            rows = data.model_csv_rows(view)
+            return _csv(data.to_csv(data.MODEL_CSV_COLUMNS, rows), f"model-{model_id}")
         return HTMLResponse(
             render("model.html", LINKS, m=view, data_path=f"/models/{model_id}", active="board")
         )
@@ -203,13 +201,19 @@ def model_page(request: Request, model_id: int, format: Format = "html") -> Resp
 
 @router.get("/compare")
 def compare_page(
-    request: Request, models: str = Query("", max_length=100), format: Format = "html"
+    request: Request,
+    models: Annotated[list[str] | None, Query(description="ID,ID,... or repeated")] = None,
+    format: Format = "html",
 ) -> Response:
     def build() -> Response:
         view, error = None, None
-        if models.strip():
+        parts = ",".join(models or []).split(",")
+        param = ",".join(part.strip() for part in parts if part.strip())
+        if len(param) > 100:
+            raise ConfigError("models=ID,ID,...: name two to four models")
+        if param:
             try:
-                ids = [int(part) for part in models.split(",") if part.strip()]
+                ids = [int(part) for part in param.split(",")]
             except ValueError:
                 raise ConfigError("models=ID,ID,...: model ids are numbers") from None
             if len(set(ids)) == 1 and format == "html":  # from a model page's link
@@ -221,16 +225,15 @@ def compare_page(
         if view is not None and format == "json":
             return JSONResponse({"rows": data.compare_rows(view)})
         if view is not None and format == "csv":
-            rows = data.compare_rows(view)
-            return _csv(data.to_csv(list(rows[0]) if rows else [], rows), "compare")
+            return _csv(data.to_csv(data.COMPARE_CSV_COLUMNS, data.compare_rows(view)), "compare")
         return HTMLResponse(
             render(
                 "compare.html",
                 LINKS,
                 view=view,
                 error=error,
-                models_param=models,
-                data_path=f"/compare?models={models}",
+                models_param=param,
+                data_path=f"/compare?models={param}",
                 active=None,
             )
         )

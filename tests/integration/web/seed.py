@@ -1,10 +1,12 @@
 """A server database seeded through the services, for the web tests.
 
 Models of every type (base, a LoRA with its base, GGUF, endpoint) registered with
-``register_model`` and fake metadata, two benchmarks (``arith`` and a custom
-``sums``), five epochs of tasks finalized DONE by three runners' ``submit_result``,
-the endpoint measured on one benchmark only (no aggregate), one task left DISPUTED,
-and one DONE by three of four runners (the fourth, volunteer3, an outlier).
+``register_model`` and fake metadata, two benchmarks (``arith`` and a custom ``sums``
+whose samples carry an even/odd subject), five epochs of tasks finalized DONE by three
+runners' ``submit_result``, the endpoint measured on one benchmark only (no
+aggregate), one task left DISPUTED, and one DONE by three of four runners (the
+fourth, volunteer3, an outlier). The tasks use sums' ids ``s0``..``s3``, which are
+not arith ids: arith has no subject table here.
 """
 
 from __future__ import annotations
@@ -38,18 +40,26 @@ class Clock:
 
 
 def _sums_spec(tmp: Path) -> str:
-    rows = [{"id": f"s{i}", "q": f"{i} + 1?", "a": str(i + 1)} for i in range(20)]
+    rows = [
+        {"id": f"s{i}", "q": f"{i} + 1?", "a": str(i + 1), "topic": ("even", "odd")[i % 2]}
+        for i in range(20)
+    ]
     data = "".join(json.dumps(r) + "\n" for r in rows).encode()
     (tmp / "sums.jsonl").write_bytes(data)
     spec = {
         "name": "sums",
         "version": 1,
         "format": "exact-match",
-        "data": {"path": "sums.jsonl", "sha256": hashlib.sha256(data).hexdigest()},
+        "data": {
+            "path": "sums.jsonl",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "id_field": "id",
+        },
         "prompt": {"version": 1, "template": "Q: {q}\nA:"},
         "answer_field": "a",
         "extract": {"kind": "number"},
         "compare": "number",
+        "labels": {"subject": "{topic}"},
     }
     (tmp / "sums.json").write_text(json.dumps(spec), encoding="utf-8")
     return str(tmp / "sums.json")

@@ -8,29 +8,12 @@ import io
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
-from quorumbench.api.app import create_app
 from quorumbench.services.site import reader_context
 from quorumbench.web.export import export_site
 from quorumbench.web.routes import parse_size
 
-from .seed import MODELS, Seed
-
-
-@pytest.fixture(scope="module")
-def seed(tmp_path_factory):
-    made = Seed(tmp_path_factory.mktemp("pages"))
-    made.fill()
-    yield made
-    made.ctx.close()
-
-
-@pytest.fixture(scope="module")
-def client(seed):
-    app = create_app(seed.ctx.settings, context=seed.ctx, run_scheduler=False)
-    with TestClient(app) as running:
-        yield running
+from .seed import MODELS
 
 
 def names(client, query: str = "") -> list[str]:
@@ -116,7 +99,7 @@ def test_urls_carry_the_state_of_the_view(client):
 
 def test_the_refresh_fragment_is_the_table_body(client):
     body = client.get("/?fragment=1&type=gguf").json()
-    assert body["count"] == "1 model" and body["html"].count("<tr>") == 1
+    assert body["count"] == "1 model" and body["html"].count("<tr ") == 1
     assert "smol-q4" in body["html"]
 
 
@@ -125,7 +108,14 @@ def test_csv_downloads(client, seed):
     assert len(rows) == 7 and rows[0]["model"] == "beta-7b" and rows[0]["arith_score"]
     model = client.get(f"/models/{seed.ids['beta-7b']}?format=csv")
     assert f'filename="model-{seed.ids["beta-7b"]}.csv"' in model.headers["content-disposition"]
-    assert [r["benchmark"] for r in csv.DictReader(io.StringIO(model.text))] == ["arith", "sums"]
+    lines = [(r["benchmark"], r["subject"]) for r in csv.DictReader(io.StringIO(model.text))]
+    assert lines == [
+        ("arith", ""),
+        ("sums", ""),
+        ("aggregate", ""),
+        ("sums", "even"),
+        ("sums", "odd"),
+    ]
     tasks = list(csv.DictReader(io.StringIO(client.get("/tasks?format=csv&limit=5").text)))
     assert len(tasks) == 5 and tasks[0]["runners"] == "1 2 3 4" and tasks[0]["outliers"] == "4"
     assert tasks[1]["runner_names"] == "volunteer0/box-0 volunteer1/box-1 volunteer2/box-2"
@@ -216,7 +206,8 @@ def test_the_export_has_only_relative_links(seed, tmp_path):
         summary = export_site(ctx, tmp_path / "site", server_url="https://qb.example.org")
     finally:
         ctx.close()
-    assert summary.models == 7 and summary.files == 2 + 2 + 2 * 7
+    assert summary.models == 7 and summary.files == 3 + 2 + 3 * 7
+    assert summary.unlabelled == ["sums"]  # a custom spec: its path is not in the database
     out = tmp_path / "site"
     for page in [out / "index.html", *(out / "models").glob("*.html")]:
         links = re.findall(r'(?:href|src)="([^"]+)"', page.read_text())
@@ -244,3 +235,65 @@ def test_the_export_command_refuses_a_missing_database(tmp_path):
         app, ["export-site", str(tmp_path / "out"), "--database-url", f"sqlite:///{empty}"]
     )
     assert result.exit_code == 1 and "has no QuorumBench tables" in result.output
+
+
+def test_scores_by_subject(client, seed):
+    beta = client.get(f"/models/{seed.ids['beta-7b']}?format=json").json()["subjects"]
+    assert list(beta) == ["sums"]  # the seed's ids are not arith's: no labels there
+    even, odd = beta["sums"]
+    assert (even["subject"], even["score"], even["n_samples"]) == ("even", 1.0, 10)
+    assert (odd["subject"], odd["score"], odd["n_samples"]) == ("odd", 0.8, 10)
+    # Wilson intervals: ten right answers of ten do not give a point
+    assert even["ci_high"] == pytest.approx(1.0) and 0.7 < even["ci_low"] < 0.75
+    assert odd["ci_low"] == pytest.approx(0.4902, abs=1e-4)
+    html = client.get(f"/models/{seed.ids['beta-7b']}").text
+    assert 'id="by-subject"' in html and html.count("<caption>sums</caption>") == 1
+    # the endpoint has no sums tasks and arith has no labels: no section
+    endpoint = client.get(f"/models/{seed.ids['chat-endpoint']}")
+    assert 'id="by-subject"' not in endpoint.text
+
+
+def test_compare_by_subject(client, seed):
+    a, b = seed.ids["beta-7b"], seed.ids["gamma-135m"]
+    rows = client.get(f"/compare?models={a},{b}&format=json").json()["rows"]
+    subjects = [r for r in rows if r["subject"]]
+    assert [(r["subject"], r["model"]) for r in subjects] == [
+        ("even", "beta-7b"),
+        ("even", "gamma-135m"),
+        ("odd", "beta-7b"),
+        ("odd", "gamma-135m"),
+    ]
+    assert all(r["intervals_separate"] for r in subjects)  # 1.0 vs 0.3, 0.8 vs 0.0
+    lora = seed.ids["alpha-1b-lora"]
+    same = client.get(f"/compare?models={seed.ids['alpha-1b']},{lora}&format=json").json()
+    assert not any(r["intervals_separate"] for r in same["rows"] if r["subject"])
+    text = client.get(f"/compare?models={a},{b}&format=csv").text
+    header = text.splitlines()[0]
+    assert header.startswith("benchmark,subject,model_id") and text.count(",even,") == 2
+
+
+def test_models_to_compare_come_as_a_list_or_repeated(client, seed):
+    a, b, c = (seed.ids[n] for n in ("beta-7b", "gamma-135m", "delta-360m"))
+    repeated = client.get(f"/compare?models={a}&models={b}&models={c}&format=json").json()
+    listed = client.get(f"/compare?models={a},{b},{c}&format=json").json()
+    assert repeated == listed and {r["model_id"] for r in listed["rows"]} == {a, b, c}
+    html = client.get(f"/compare?models={a}&models={b}").text
+    assert f'value="{a},{b}"' in html  # the form shows the list it compares
+    too_many = "&".join(f"models={i}" for i in seed.ids.values())
+    assert client.get(f"/compare?{too_many}").status_code == 400
+    assert client.get("/compare?models=" + "1," * 60).status_code == 400
+    board = client.get("/").text
+    assert board.count('form="compare-form"') == 7 and 'id="compare-form"' in board
+
+
+def test_the_export_has_subject_tables_for_benchmarks_it_can_load(seed, tmp_path):
+    ctx = reader_context(seed.ctx.settings)
+    ctx.loaded_benchmarks.update(seed.ctx.loaded_benchmarks)  # as if sums could be loaded
+    try:
+        export_site(ctx, tmp_path / "site", server_url="https://qb.example.org")
+    finally:
+        ctx.close()
+    page = (tmp_path / "site" / "models" / f"{seed.ids['beta-7b']}.html").read_text()
+    assert "<caption>sums</caption>" in page
+    rows = (tmp_path / "site" / "models" / f"{seed.ids['beta-7b']}.csv").read_text()
+    assert ",even," in rows and (tmp_path / "site" / "leaderboard.csv").is_file()

@@ -14,6 +14,7 @@ from quorumbench.core.leaderboard import (
     model_aggregate,
     overlapping,
     weighted_aggregate,
+    wilson_interval,
 )
 
 
@@ -115,3 +116,37 @@ def test_aggregate_basis_names_the_weights():
     assert aggregate_basis({1: 1.0, 3: 1.0}) != basis
     assert aggregate_basis({1: 1.0, 2: 2.0}) != basis
     assert aggregate_basis({}) != aggregate_basis({1: 1.0})
+
+
+@pytest.mark.parametrize(
+    ("mean", "n", "low", "high"),
+    [
+        (0.5, 10, 0.2366, 0.7634),  # the textbook example
+        (1.0, 3, 3 / (3 + Z95**2), 1.0),  # all right: the lower end is n / (n + z²)
+        (0.0, 5, 0.0, Z95**2 / (5 + Z95**2)),
+        (0.8, 100, 0.7112, 0.8666),
+    ],
+)
+def test_wilson_interval_known_values(mean, n, low, high):
+    got = wilson_interval(mean, n)
+    assert got == pytest.approx((low, high), abs=1e-4)
+
+
+def test_wilson_interval_does_not_collapse_when_a_few_samples_agree():
+    low, high = wilson_interval(1.0, 2)
+    assert high == 1.0 and low < 0.5
+    assert interval(Accumulator(1, 2, 2.0, 2.0, 2.0)).ci_low == 1.0  # the normal one does
+
+
+def test_wilson_interval_narrows_with_more_samples_and_holds_the_mean():
+    widths = []
+    for n in (1, 4, 16, 64, 256):
+        low, high = wilson_interval(0.3, n)
+        assert 0.0 <= low <= 0.3 <= high <= 1.0
+        widths.append(high - low)
+    assert widths == sorted(widths, reverse=True)
+
+
+def test_wilson_interval_needs_a_sample():
+    with pytest.raises(ValueError, match="at least one sample"):
+        wilson_interval(0.5, 0)

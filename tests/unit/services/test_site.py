@@ -59,3 +59,43 @@ def test_revision_url():
     )
     assert revision_url(f"gguf:./local/f.gguf@{sha}", sha) is None
     assert revision_url("openai:http://x/v1#m", "") is None
+
+
+class _Labelled:
+    """A benchmark stand-in that labels ids ``<subject>-<n>`` and counts its calls."""
+
+    name, version, dataset_sha256 = "quiz", 2, "ab" * 32
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def samples(self, ids):
+        from quorumbench.errors import DataError
+        from quorumbench.evaluation.benchmark import Labels, Sample
+
+        self.calls.append(list(ids))
+        for sample_id in ids:
+            if "-" not in sample_id:
+                raise DataError(f"quiz has no sample {sample_id!r}")
+        return [Sample(i, Labels("skill", i.split("-")[0]), {}) for i in ids]
+
+
+def test_subject_labels_are_cached_and_unknown_ids_are_none():
+    from types import SimpleNamespace
+
+    from quorumbench.services.site import _subjects
+
+    bench = _Labelled()
+    ctx = SimpleNamespace(loaded_benchmarks={"quiz": bench}, sample_subjects={})
+    got = _subjects(ctx, "quiz", 2, "ab" * 32, ["law-1", "law-1", "health-2"])
+    assert got == {"law-1": "law", "health-2": "health"}
+    assert bench.calls == [["law-1", "health-2"]]  # each id once
+    got = _subjects(ctx, "quiz", 2, "ab" * 32, ["law-1", "bogus", "art-3"])
+    assert got["bogus"] is None and got["art-3"] == "art"
+    assert bench.calls[1:] == [["bogus", "art-3"], ["bogus"], ["art-3"]]  # then one by one
+    _subjects(ctx, "quiz", 2, "ab" * 32, ["bogus"])
+    assert len(bench.calls) == 4  # a missing id is remembered too
+    # another version or data than the one loaded, or not loaded at all: no labels
+    assert _subjects(ctx, "quiz", 3, "ab" * 32, ["law-1"]) == {}
+    assert _subjects(ctx, "quiz", 2, "cd" * 32, ["law-1"]) == {}
+    assert _subjects(ctx, "other", 1, "ab" * 32, ["law-1"]) == {}

@@ -1,4 +1,5 @@
-// QuorumBench pages: dark-mode toggle and leaderboard auto-refresh. The pages work
+// QuorumBench pages: dark-mode toggle, leaderboard auto-refresh and compare picks,
+// and the static export's filters and sorting. The pages work
 // without this script; it only enhances them. Nothing is fetched from elsewhere.
 (function () {
   "use strict";
@@ -27,7 +28,10 @@
     });
   }
 
-  // Replace the leaderboard's rows with the server's current ones (same query).
+  function each(list, fn) { Array.prototype.forEach.call(list, fn); }
+
+  // Replace the leaderboard's rows with the server's current ones (same query),
+  // keeping the models ticked for comparison.
   function refreshBoard() {
     var table = document.getElementById("board");
     var url = table && table.dataset.refresh;
@@ -36,13 +40,38 @@
       .then(function (response) { return response.ok ? response.json() : null; })
       .then(function (data) {
         if (!data) return false;
+        var picked = {};
+        each(table.querySelectorAll("td.pick input:checked"), function (box) {
+          picked[box.value] = true;
+        });
         table.tBodies[0].innerHTML = data.html;
+        each(table.querySelectorAll("td.pick input"), function (box) {
+          box.checked = picked[box.value] === true;
+        });
+        limitPicks();
         var count = document.getElementById("board-count");
         if (count && data.count) count.textContent = data.count;
         table.dataset.refreshedAt = new Date().toISOString();
         return true;
       })
       .catch(function () { return false; });
+  }
+
+  // Compare takes two to four models: once four are ticked, the rest are disabled.
+  var MAX_PICKS = 4;
+  function limitPicks() {
+    var boxes = document.querySelectorAll("#board td.pick input");
+    var ticked = document.querySelectorAll("#board td.pick input:checked").length;
+    each(boxes, function (box) { box.disabled = !box.checked && ticked >= MAX_PICKS; });
+  }
+
+  function setupPicks() {
+    var table = document.getElementById("board");
+    if (!table) return;
+    table.addEventListener("change", function (event) {
+      if (event.target.matches && event.target.matches("td.pick input")) limitPicks();
+    });
+    limitPicks();
   }
 
   function setupRefresh() {
@@ -54,25 +83,101 @@
     }, seconds * 1000);
   }
 
-  // The static export has no server to search: filter its rows in place.
-  function setupStaticSearch() {
-    var box = document.getElementById("static-search");
+  // The static export has no server: filter and sort its rows in place, from the
+  // data-* attributes each row carries.
+  var SIZE = /^\s*(\d+(?:\.\d+)?)\s*([kmbt]?)\s*$/i;
+  var UNITS = { "": 1, k: 1e3, m: 1e6, b: 1e9, t: 1e12 };
+  function parseSize(text) {
+    var match = SIZE.exec(text || "");
+    return match ? parseFloat(match[1]) * UNITS[match[2].toLowerCase()] : null;
+  }
+
+  function setupStaticFilters() {
+    var box = document.getElementById("static-filters");
     var table = document.getElementById("board");
     if (!box || !table) return;
     box.hidden = false;
-    var input = box.querySelector("input");
-    input.addEventListener("input", function () {
-      var needle = input.value.trim().toLowerCase();
-      Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
-        row.hidden = needle !== "" && row.textContent.toLowerCase().indexOf(needle) < 0;
+    var field = function (name) { return box.querySelector("[name=" + name + "]"); };
+    var count = document.getElementById("board-count");
+    function apply() {
+      var needle = field("q").value.trim().toLowerCase();
+      var type = field("type").value;
+      var license = field("license") ? field("license").value : "";
+      var min = parseSize(field("min_params").value);
+      var max = parseSize(field("max_params").value);
+      each([field("min_params"), field("max_params")], function (input) {
+        var bad = input.value.trim() !== "" && parseSize(input.value) === null;
+        input.setAttribute("aria-invalid", bad ? "true" : "false");
+      });
+      var shown = 0;
+      each(table.tBodies[0].rows, function (row) {
+        if (!row.dataset.model) return;
+        var params = row.dataset.params === "" ? null : parseFloat(row.dataset.params);
+        var keep = (needle === "" || row.textContent.toLowerCase().indexOf(needle) >= 0) &&
+          (type === "" || row.dataset.type === type) &&
+          (license === "" || row.dataset.license === license) &&
+          (min === null || (params !== null && params >= min)) &&
+          (max === null || (params !== null && params <= max));
+        row.hidden = !keep;
+        if (keep) shown += 1;
+      });
+      if (count) count.textContent = shown + (shown === 1 ? " model" : " models");
+    }
+    box.addEventListener("input", apply);
+    box.addEventListener("change", apply);
+  }
+
+  var TEXT_KEYS = { name: true, type: true, updated_at: true };
+  function setupStaticSort() {
+    var table = document.getElementById("board");
+    if (!table) return;
+    each(table.querySelectorAll("thead [data-sort]"), function (label) {
+      var key = label.dataset.sort;
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "sort";
+      button.textContent = label.textContent;
+      label.textContent = "";
+      label.appendChild(button);
+      button.addEventListener("click", function () {
+        var th = label.closest("th");
+        var current = th.getAttribute("aria-sort");
+        var order = current ? (current === "ascending" ? "desc" : "asc") : label.dataset.order;
+        sortRows(table, key, order);
+        each(table.querySelectorAll("thead th"), function (cell) { cell.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", order === "asc" ? "ascending" : "descending");
       });
     });
+  }
+
+  function sortRows(table, key, order) {
+    var body = table.tBodies[0];
+    var rows = Array.prototype.filter.call(body.rows, function (row) { return row.dataset.model; });
+    var sign = order === "asc" ? 1 : -1;
+    var value = function (row) {
+      var raw = row.dataset[key];
+      if (raw === undefined || raw === "") return null;
+      return TEXT_KEYS[key] ? raw : parseFloat(raw);
+    };
+    rows.sort(function (a, b) {
+      var x = value(a), y = value(b);
+      if (x === null || y === null) {  // rows without the value stay at the bottom
+        if (x === y) return parseInt(a.dataset.model, 10) - parseInt(b.dataset.model, 10);
+        return x === null ? 1 : -1;
+      }
+      if (x < y) return -sign;
+      if (x > y) return sign;
+      return parseInt(a.dataset.model, 10) - parseInt(b.dataset.model, 10);
+    });
+    each(rows, function (row) { body.appendChild(row); });
   }
 
   window.quorumbench = { refreshBoard: refreshBoard };
   document.addEventListener("DOMContentLoaded", function () {
     setupTheme();
     setupRefresh();
-    setupStaticSearch();
+    setupPicks();
+    setupStaticFilters();
+    setupStaticSort();
   });
 })();
