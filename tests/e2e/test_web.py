@@ -233,6 +233,14 @@ def test_tasks_runners_methodology_and_submit_pages(page, server):
     rows = page.locator("table.tasks tbody tr")
     assert rows.count() == 1 and "delta-360m" in rows.inner_text()
     shot(page, "tasks-disputed")
+    rows.locator("td").first.get_by_role("link").click()
+    page.wait_for_url(re.compile(r"/tasks/\d+$"))
+    assert page.locator("#outcomes tbody tr").inner_text().split("\t")[1] == "DISPUTED"
+    # one runner said 0 where two said 1: its four cells are marked
+    assert page.locator("#samples td.off").count() == 4
+    verdicts = page.locator("#results tbody tr td:nth-child(5)").all_inner_texts()
+    assert verdicts == ["no agreeing majority"] * 3
+    shot(page, "task-disputed")
     page.goto(server + "/runners")
     assert page.locator("#runners tbody tr").count() == 4
     assert (

@@ -36,6 +36,7 @@ from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext
 from quorumbench.services.leaderboard import AGGREGATE
+from quorumbench.services.tasks import get_task
 from quorumbench.settings import ServerSettings
 
 ModelType = Literal["base", "lora", "gguf", "endpoint"]
@@ -603,6 +604,69 @@ def task_list(
         if before_id is not None:
             query = query.where(Task.id < before_id)
         return _task_summaries(session, query, None, benches)
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    """One sample of a final task: its consensus value and each result's score."""
+
+    id: str
+    subject: str | None
+    consensus: float | None
+    scores: list[float | None]
+    """Per result, in the order of the task's ``results``."""
+
+
+@dataclass(frozen=True)
+class TaskDetail:
+    task: dict[str, Any]
+    """The public view of the task (``services.tasks.get_task``): no results while open."""
+    runner_names: dict[int, str]
+    """``account/runner`` of each result's runner."""
+    samples: list[SampleRow]
+    """Empty while the task is open (its sample ids are not public before)."""
+
+
+def task_detail(ctx: ServerContext, task_id: int) -> TaskDetail:
+    """One task with who said what, per sample, once it is final."""
+    task = get_task(ctx, task_id)
+    if not task["final"]:
+        return TaskDetail(task, {}, [])
+    results = task["results"]
+    with ctx.db.read() as session:
+        runner_ids = {r["runner_id"] for r in results}
+        names = {
+            runner_id: f"{account}/{name}"
+            for runner_id, name, account in session.execute(
+                select(Runner.id, Runner.name, Account.name)
+                .join(Account, Account.id == Runner.account_id)
+                .where(Runner.id.in_(runner_ids))
+            )
+        }
+        row = session.execute(
+            select(Task.sample_ids, Benchmark.name, Benchmark.version, Benchmark.dataset_sha256)
+            .join(Benchmark, Benchmark.id == Task.benchmark_id)
+            .where(Task.id == task_id)
+        ).one()
+        last = session.scalars(
+            select(ConsensusOutcome.sample_consensus)
+            .where(ConsensusOutcome.task_id == task_id)
+            .order_by(ConsensusOutcome.round.desc())
+            .limit(1)
+        ).first()
+    ids: list[str] = list(row.sample_ids)
+    subjects = _subjects(ctx, row.name, row.version, row.dataset_sha256, ids)
+    consensus = list(last or [])
+    samples = [
+        SampleRow(
+            sample_id,
+            subjects.get(sample_id),
+            consensus[i] if i < len(consensus) else None,
+            [r["sample_scores"][i] if i < len(r["sample_scores"]) else None for r in results],
+        )
+        for i, sample_id in enumerate(ids)
+    ]
+    return TaskDetail(task, names, samples)
 
 
 @dataclass(frozen=True)

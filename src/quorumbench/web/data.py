@@ -17,6 +17,7 @@ from quorumbench.services.site import (
     RunnerRow,
     Score,
     SubjectScore,
+    TaskDetail,
     TaskSummary,
 )
 
@@ -148,6 +149,31 @@ def model_csv_rows(view: ModelView) -> list[dict[str, Any]]:
         rows.append({"benchmark": "aggregate", **(score_dict(view.aggregate) or {})})
     rows += [{"benchmark": name, **asdict(s)} for name, subs in view.subjects.items() for s in subs]
     return rows
+
+
+def task_detail_dict(detail: TaskDetail) -> dict[str, Any]:
+    """The API's view of the task, with runner names and, once final, its samples."""
+    results = [
+        {**r, "runner": detail.runner_names.get(r["runner_id"])} for r in detail.task["results"]
+    ]
+    return {**detail.task, "results": results, "samples": [asdict(s) for s in detail.samples]}
+
+
+def sample_rows(detail: TaskDetail) -> list[dict[str, Any]]:
+    """One row per sample: its subject, consensus and each runner's score."""
+    runners = [
+        f"{detail.runner_names.get(r['runner_id'], r['runner_id'])} (result {r['id']})"
+        for r in detail.task["results"]
+    ]
+    return [
+        {
+            "sample": s.id,
+            "subject": s.subject,
+            "consensus": s.consensus,
+            **dict(zip(runners, s.scores, strict=True)),
+        }
+        for s in detail.samples
+    ]
 
 
 def runner_dict(runner: RunnerRow) -> dict[str, Any]:

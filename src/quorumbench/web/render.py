@@ -39,6 +39,9 @@ class Links:
     def model(self, model_id: int) -> str:
         return f"/models/{model_id}"
 
+    def task(self, task_id: int) -> str:
+        return f"/tasks/{task_id}"
+
     def page(self, name: str) -> str | None:
         """A page by name (``tasks``, ``runners``, ``compare``, ``methodology``, ``submit``)."""
         return f"/{name}"

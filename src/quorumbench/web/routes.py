@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
@@ -271,6 +272,29 @@ def tasks_page(
                 statuses=site.TASK_STATUSES,
                 next_before=tasks[-1].id if len(tasks) == limit else None,
                 data_path=f"/tasks{query}",
+                active="tasks",
+            )
+        )
+
+    return _page(build)
+
+
+@router.get("/tasks/{task_id}")
+def task_page(request: Request, task_id: int, format: Format = "html") -> Response:
+    def build() -> Response:
+        detail = site.task_detail(_ctx(request), task_id)
+        if format == "json":
+            return JSONResponse(jsonable_encoder(data.task_detail_dict(detail)))
+        if format == "csv":
+            rows = data.sample_rows(detail)
+            return _csv(data.to_csv(list(rows[0]) if rows else ["sample"], rows), f"task-{task_id}")
+        return HTMLResponse(
+            render(
+                "task.html",
+                LINKS,
+                t=detail.task,
+                detail=detail,
+                data_path=f"/tasks/{task_id}",
                 active="tasks",
             )
         )

@@ -148,8 +148,11 @@ class Seed:
             session.flush()
             return Claimant(made.id, row.id)
 
-    def task(self, model: str, bench: str, epoch: int, votes: list[list[float]]) -> str:
-        """A task voted on by the first ``len(votes)`` runners (its quorum); its status."""
+    def task(
+        self, model: str, bench: str, epoch: int, votes: list[list[float]], quorum: int = 0
+    ) -> str:
+        """A task voted on by the first ``len(votes)`` runners; its status. Its quorum is
+        ``quorum``, or the number of votes."""
         voters = self.voters[: len(votes)]
         now = self.clock.now
         ids = [f"s{i}" for i in range(len(votes[0]))]
@@ -160,8 +163,8 @@ class Seed:
                 benchmark_id=bench_id,
                 epoch_id=epoch,
                 n_samples=len(ids),
-                quorum=len(votes),
-                open_slots=0,
+                quorum=quorum or len(votes),
+                open_slots=max(0, quorum - len(votes)),
                 sample_ids=ids,
                 created_at=now,
             )

@@ -8,12 +8,14 @@ import io
 import re
 
 import pytest
+from fastapi.testclient import TestClient
 
+from quorumbench.api.app import create_app
 from quorumbench.services.site import reader_context
 from quorumbench.web.export import export_site
 from quorumbench.web.routes import parse_size
 
-from .seed import MODELS
+from .seed import MODELS, Seed
 
 
 def names(client, query: str = "") -> list[str]:
@@ -297,3 +299,48 @@ def test_the_export_has_subject_tables_for_benchmarks_it_can_load(seed, tmp_path
     assert "<caption>sums</caption>" in page
     rows = (tmp_path / "site" / "models" / f"{seed.ids['beta-7b']}.csv").read_text()
     assert ",even," in rows and (tmp_path / "site" / "leaderboard.csv").is_file()
+
+
+def test_a_task_page_shows_who_said_what(client, seed):
+    (task,) = client.get("/tasks?format=json&limit=1").json()["tasks"]  # the outlier one
+    page = client.get(f"/tasks/{task['id']}")
+    assert page.status_code == 200 and "gamma-135m" in page.text
+    assert page.text.count('<tr class="outlier">') == 1 and "volunteer3/box-3" in page.text
+    assert page.text.count("<td>agrees</td>") == 3
+    assert page.text.count('<td class="num off"') == 4  # its four samples, all 1 against 0
+    body = client.get(f"/tasks/{task['id']}?format=json").json()
+    assert [r["runner"] for r in body["results"]][-1] == "volunteer3/box-3"
+    assert [s["id"] for s in body["samples"]] == ["s0", "s1", "s2", "s3"]
+    assert body["samples"][0] == {
+        "id": "s0",
+        "subject": None,  # arith cannot label the seed's ids
+        "consensus": 0.0,
+        "scores": [0.0, 0.0, 0.0, 1.0],
+    }
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/tasks/{task['id']}?format=csv").text)))
+    column = f"volunteer3/box-3 (result {body['results'][-1]['id']})"
+    assert len(rows) == 4 and rows[0][column] == "1.0" and rows[0]["consensus"] == "0.0"
+    (disputed,) = client.get("/tasks?format=json&status=DISPUTED").json()["tasks"]
+    html = client.get(f"/tasks/{disputed['id']}").text
+    assert "status-disputed" in html and 'id="samples"' in html
+    sums = client.get(f"/models/{seed.ids['beta-7b']}?format=json").json()["tasks"][0]
+    labelled = client.get(f"/tasks/{sums['id']}?format=json").json()["samples"]
+    assert [s["subject"] for s in labelled] == ["even", "odd", "even", "odd"]
+    assert f'href="/tasks/{task["id"]}"' in client.get("/tasks").text
+    assert client.get("/tasks/99999").status_code == 404
+
+
+def test_an_open_task_hides_its_results_and_samples(tmp_path):
+    made = Seed(tmp_path)
+    try:
+        assert made.task("beta-7b", "arith", 1, [[1.0] * 4], quorum=3) == "PENDING"
+        app = create_app(made.ctx.settings, context=made.ctx, run_scheduler=False)
+        with TestClient(app) as client:
+            (task,) = client.get("/tasks?format=json").json()["tasks"]
+            body = client.get(f"/tasks/{task['id']}?format=json").json()
+            assert body["results"] == [] and body["samples"] == []
+            assert body["n_results"] is None and body["final"] is False
+            html = client.get(f"/tasks/{task['id']}").text
+            assert 'id="open-task"' in html and "box-0" not in html and "s0" not in html
+    finally:
+        made.ctx.close()
