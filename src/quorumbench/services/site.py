@@ -318,6 +318,8 @@ class ModelLink:
     """None when the ref is not registered here."""
     name: str
     ref: str
+    exact: bool = True
+    """False for lineage matched by repository at another revision than the one named."""
 
 
 @dataclass(frozen=True)
@@ -375,6 +377,8 @@ class ModelView:
     adapters: list[ModelLink] = field(default_factory=list)
     subjects: dict[str, list[SubjectScore]] = field(default_factory=dict)
     """Per benchmark with two or more subjects: scores per subject (:func:`by_subject`)."""
+    base_ref: str | None = None
+    """The pinned base an adapter was made on (``base`` may be another revision)."""
 
 
 def revision_url(ref: str, revision: str) -> str | None:
@@ -417,18 +421,7 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             {model.id: model.name},
             benches,
         )
-        base = None
-        if model.base_ref:
-            found = session.scalars(select(Model).where(Model.ref == model.base_ref)).first()
-            base = ModelLink(
-                found.id if found else None, found.name if found else "", model.base_ref
-            )
-        adapters = [
-            ModelLink(m.id, m.name, m.ref)
-            for m in session.scalars(
-                select(Model).where(Model.base_ref == model.ref).order_by(Model.id)
-            )
-        ]
+        base, adapters = _lineage(session, model)
         return ModelView(
             model.id,
             model.name,
@@ -450,7 +443,48 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             base,
             adapters,
             by_subject(ctx, session, model_id),
+            model.base_ref,
         )
+
+
+def repository(ref: str) -> str:
+    """A ref without its pinned revision (``hf:org/name@abc`` → ``hf:org/name``)."""
+    return ref.split("@", 1)[0]
+
+
+def _lineage(session: Any, model: Model) -> tuple[ModelLink | None, list[ModelLink]]:
+    """An adapter's base model and a model's adapters, registered here.
+
+    By the exact pinned ref first; else by repository, at another revision (an adapter
+    pins its base at the revision current when it was registered, which need not be the
+    one registered here), marked ``exact=False``.
+    """
+    base = None
+    if model.base_ref:
+        found = session.scalars(select(Model).where(Model.ref == model.base_ref)).first()
+        exact = found is not None
+        if found is None:
+            found = session.scalars(
+                select(Model)
+                .where(Model.ref.startswith(repository(model.base_ref) + "@", autoescape=True))
+                .order_by(Model.id.desc())
+            ).first()
+        if found is None:
+            base = ModelLink(None, "", model.base_ref)
+        else:
+            base = ModelLink(found.id, found.name, found.ref, exact)
+    adapters = [
+        ModelLink(m.id, m.name, m.ref, m.base_ref == model.ref)
+        for m in session.scalars(
+            select(Model)
+            .where(
+                (Model.base_ref == model.ref)
+                | Model.base_ref.startswith(repository(model.ref) + "@", autoescape=True)
+            )
+            .order_by(Model.id)
+        )
+    ]
+    return base, adapters
 
 
 def by_subject(ctx: ServerContext, session: Any, model_id: int) -> dict[str, list[SubjectScore]]:

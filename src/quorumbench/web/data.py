@@ -132,6 +132,7 @@ def model_dict(view: ModelView) -> dict[str, Any]:
         },
         "tasks": [task_dict(t) for t in view.tasks],
         "base": asdict(view.base) if view.base else None,
+        "base_ref": view.base_ref,
         "adapters": [asdict(a) for a in view.adapters],
         "subjects": {name: [asdict(s) for s in rows] for name, rows in view.subjects.items()},
     }

@@ -344,3 +344,58 @@ def test_an_open_task_hides_its_results_and_samples(tmp_path):
             assert 'id="open-task"' in html and "box-0" not in html and "s0" not in html
     finally:
         made.ctx.close()
+
+
+def test_lineage_across_revisions(tmp_path):
+    from datetime import UTC, datetime
+
+    from quorumbench.db.models import Model
+
+    made = Seed(tmp_path)
+    try:
+        alpha = made.ids["alpha-1b"]
+        with made.ctx.db.write() as session:
+            owner = session.get(Model, alpha).owner_id
+
+            def add(name: str, ref: str, base: str | None) -> int:
+                row = Model(
+                    ref=ref,
+                    name=name,
+                    owner_id=owner,
+                    revision=ref.rsplit("@", 1)[-1],
+                    base_ref=base,
+                    details={"kind": "adapter"} if base else {},
+                    created_at=datetime(2026, 11, 20, tzinfo=UTC),
+                )
+                session.add(row)
+                session.flush()
+                return row.id
+
+            # made on alpha-1b at a revision this server does not have
+            late = add(
+                "alpha-late-lora", f"hf:org/late-lora@{'a' * 40}", f"hf:org/alpha-1b@{'9' * 40}"
+            )
+            # "_" must not match any character: org/aXb is not org/a_b
+            other = add("aXb", f"hf:org/aXb@{'b' * 40}", None)
+            lonely = add("a_b-lora", f"hf:org/a_b-lora@{'c' * 40}", f"hf:org/a_b@{'d' * 40}")
+        app = create_app(made.ctx.settings, context=made.ctx, run_scheduler=False)
+        with TestClient(app) as client:
+            body = client.get(f"/models/{late}?format=json").json()
+            assert body["base"] == {
+                "id": alpha,
+                "name": "alpha-1b",
+                "ref": f"hf:org/alpha-1b@{'1' * 40}",
+                "exact": False,
+            }
+            assert body["base_ref"] == f"hf:org/alpha-1b@{'9' * 40}"
+            assert "registered here at another revision" in client.get(f"/models/{late}").text
+            adapters = client.get(f"/models/{alpha}?format=json").json()["adapters"]
+            assert [(a["name"], a["exact"]) for a in adapters] == [
+                ("alpha-1b-lora", True),
+                ("alpha-late-lora", False),
+            ]
+            base = client.get(f"/models/{lonely}?format=json").json()["base"]
+            assert base["id"] is None and base["ref"] == f"hf:org/a_b@{'d' * 40}"
+            assert client.get(f"/models/{other}?format=json").json()["adapters"] == []
+    finally:
+        made.ctx.close()
