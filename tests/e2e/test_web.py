@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -390,3 +392,43 @@ def test_the_static_export_works_from_disk(browser, seed, tmp_path):
     finally:
         context.close()
     assert fetched and all(url.startswith("file://") for url in fetched)
+
+
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_page_passes_the_axe_accessibility_checks(browser, server, seed, scheme):
+    """axe-core (bundled by axe-playwright-python, run in the page) on every page, in
+    both colour schemes: WCAG 2.1 A/AA and best practices, contrast included."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe = Axe()
+    with urllib.request.urlopen(server + "/tasks?format=json&status=DISPUTED") as answer:
+        (disputed,) = json.load(answer)["tasks"]
+    paths = [
+        "/",
+        "/?benchmark=arith&type=base",
+        f"/models/{seed.ids['beta-7b']}",
+        f"/models/{seed.ids['alpha-1b-lora']}",
+        f"/compare?models={seed.ids['beta-7b']},{seed.ids['gamma-135m']}",
+        "/compare",
+        "/tasks",
+        f"/tasks/{disputed['id']}",
+        "/runners",
+        "/methodology",
+        "/submit",
+        "/models/99999",
+    ]
+    context = browser.new_context(color_scheme=scheme)
+    found = {}
+    try:
+        opened = context.new_page()
+        for path in paths:
+            opened.goto(server + path)
+            results = axe.run(opened, options={"runOnly": {"type": "tag", "values": AXE_TAGS}})
+            if results.violations_count:
+                found[path] = results.generate_snapshot()
+    finally:
+        context.close()
+    assert not found, found
