@@ -432,3 +432,31 @@ def test_every_page_passes_the_axe_accessibility_checks(browser, server, seed, s
     finally:
         context.close()
     assert not found, found
+
+
+def test_the_task_list_refreshes_and_an_open_task_reloads_when_it_settles(page, server, seed):
+    from sqlalchemy import update
+
+    from quorumbench.db.models import Task
+
+    page.goto(server + "/tasks?status=DISPUTED")
+    table = "document.querySelector('table.tasks')"
+    page.evaluate(f"{table}.tBodies[0].innerHTML = ''")
+    assert page.evaluate(f"window.quorumbench.refreshTable({table})") is True
+    assert page.locator("table.tasks tbody tr").count() == 1
+
+    assert seed.task("smol-q4", "sums", 6, [[1.0] * 4], quorum=3) == "PENDING"
+    (task,) = page.request.get(server + "/tasks?format=json&status=PENDING").json()["tasks"]
+    page.goto(server + f"/tasks/{task['id']}")
+    assert page.locator("#task-watch").is_visible() and page.locator("#results").count() == 0
+    assert page.evaluate("window.quorumbench.checkTask()") is False  # nothing changed yet
+    with seed.ctx.db.write() as session:  # as if the quorum had been reached
+        session.execute(
+            update(Task)
+            .where(Task.id == task["id"])
+            .values(status="DONE", score=1.0, finalized_at=seed.clock.now)
+        )
+    with page.expect_navigation():
+        assert page.evaluate("window.quorumbench.checkTask()") is True
+    assert page.locator("#results tbody tr").count() == 1
+    assert page.locator("#task-watch").count() == 0

@@ -249,9 +249,15 @@ def tasks_page(
     before: int | None = Query(None, ge=1),
     limit: int = Query(50, ge=1, le=500),
     format: Format = "html",
+    fragment: bool = False,
 ) -> Response:
+    """Tasks, newest first; ``fragment=1`` gives the table body as JSON (auto-refresh)."""
+
     def build() -> Response:
         tasks = site.task_list(_ctx(request), status=status or None, limit=limit, before_id=before)
+        if fragment:
+            html = render("_tasks_rows.html", LINKS, tasks=tasks, show_model=True)
+            return JSONResponse({"html": html})
         rows = [data.task_dict(t) for t in tasks]
         if format == "json":
             return JSONResponse({"tasks": rows})
@@ -261,7 +267,11 @@ def tasks_page(
                 row["outliers"] = " ".join(map(str, row["outliers"]))
                 row["runner_names"] = " ".join(row["runner_names"])
             return _csv(data.to_csv(list(rows[0]) if rows else ["id"], rows), "tasks")
-        params = {k: v for k, v in (("status", status), ("before", before)) if v}
+        params: dict[str, Any] = {
+            k: v for k, v in (("status", status), ("before", before), ("limit", limit)) if v
+        }
+        if limit == 50:
+            del params["limit"]
         query = f"?{urlencode(params)}" if params else ""
         return HTMLResponse(
             render(
@@ -272,6 +282,7 @@ def tasks_page(
                 statuses=site.TASK_STATUSES,
                 next_before=tasks[-1].id if len(tasks) == limit else None,
                 data_path=f"/tasks{query}",
+                refresh_url="/tasks?" + urlencode({**params, "fragment": 1}),
                 active="tasks",
             )
         )

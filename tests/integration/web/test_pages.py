@@ -328,6 +328,12 @@ def test_a_task_page_shows_who_said_what(client, seed):
     assert [s["subject"] for s in labelled] == ["even", "odd", "even", "odd"]
     assert f'href="/tasks/{task["id"]}"' in client.get("/tasks").text
     assert client.get("/tasks/99999").status_code == 404
+    fragment = client.get("/tasks?status=DISPUTED&fragment=1").json()["html"]
+    assert fragment.count("<tr>") == 1 and "delta-360m" in fragment
+    assert (
+        'data-refresh="/tasks?status=DISPUTED&amp;fragment=1"'
+        in client.get("/tasks?status=DISPUTED").text
+    )
 
 
 def test_an_open_task_hides_its_results_and_samples(tmp_path):

@@ -30,10 +30,9 @@
 
   function each(list, fn) { Array.prototype.forEach.call(list, fn); }
 
-  // Replace the leaderboard's rows with the server's current ones (same query),
-  // keeping the models ticked for comparison.
-  function refreshBoard() {
-    var table = document.getElementById("board");
+  // Replace a table's rows with the server's current ones (its data-refresh URL, the
+  // same query), keeping the models ticked for comparison.
+  function refreshTable(table) {
     var url = table && table.dataset.refresh;
     if (!url || !window.fetch) return Promise.resolve(false);
     return fetch(url, { headers: { Accept: "application/json" } })
@@ -50,12 +49,14 @@
         });
         limitPicks();
         var count = document.getElementById("board-count");
-        if (count && data.count) count.textContent = data.count;
+        if (table.id === "board" && count && data.count) count.textContent = data.count;
         table.dataset.refreshedAt = new Date().toISOString();
         return true;
       })
       .catch(function () { return false; });
   }
+
+  function refreshBoard() { return refreshTable(document.getElementById("board")); }
 
   // Compare takes two to four models: once four are ticked, the rest are disabled.
   var MAX_PICKS = 4;
@@ -74,13 +75,41 @@
     limitPicks();
   }
 
+  // Every table with a data-refresh URL (the leaderboard, the task list) refreshes
+  // its rows every 30 seconds while the page is visible.
   function setupRefresh() {
-    var table = document.getElementById("board");
-    if (!table || !table.dataset.refresh) return;
-    var seconds = parseInt(table.dataset.interval || "30", 10);
+    each(document.querySelectorAll("table[data-refresh]"), function (table) {
+      var seconds = parseInt(table.dataset.interval || "30", 10);
+      window.setInterval(function () {
+        if (document.visibilityState === "visible") refreshTable(table);
+      }, seconds * 1000);
+    });
+  }
+
+  // An open task's page reloads once its status or round changes (it then shows the
+  // results, which are public only once the task is final).
+  function checkTask() {
+    var watch = document.getElementById("task-watch");
+    if (!watch || !window.fetch) return Promise.resolve(false);
+    return fetch(watch.dataset.watch, { headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (task) {
+        if (!task) return false;
+        var changed = task.status !== watch.dataset.status ||
+          String(task.round) !== watch.dataset.round;
+        if (changed) window.location.reload();
+        return changed;
+      })
+      .catch(function () { return false; });
+  }
+
+  function setupTaskWatch() {
+    var watch = document.getElementById("task-watch");
+    if (!watch) return;
+    watch.hidden = false;
     window.setInterval(function () {
-      if (document.visibilityState === "visible") refreshBoard();
-    }, seconds * 1000);
+      if (document.visibilityState === "visible") checkTask();
+    }, 30000);
   }
 
   // The static export has no server: filter and sort its rows in place, from the
@@ -172,11 +201,16 @@
     each(rows, function (row) { body.appendChild(row); });
   }
 
-  window.quorumbench = { refreshBoard: refreshBoard };
+  window.quorumbench = {
+    refreshBoard: refreshBoard,
+    refreshTable: refreshTable,
+    checkTask: checkTask
+  };
   document.addEventListener("DOMContentLoaded", function () {
     setupTheme();
     setupRefresh();
     setupPicks();
+    setupTaskWatch();
     setupStaticFilters();
     setupStaticSort();
   });
