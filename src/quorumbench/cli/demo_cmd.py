@@ -133,7 +133,9 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             else:
                 console.print("every task of this epoch is final already")
             _print_results(api, options, console)
-        console.print(f"\nserver: {server.url}  (API {server.url}/v0, docs {server.url}/docs)")
+        console.print(
+            f"\nleaderboard: {server.url}/  (API {server.url}/v0, docs {server.url}/docs)"
+        )
         if options.data_dir is not None:
             console.print(
                 f"the database stays in {data_dir}; serve it again with "

@@ -17,6 +17,7 @@ becomes a :class:`RegistrationError` that says why.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any, Literal
 
 from quorumbench.backends._files import file_sha256, pinned_local
 from quorumbench.backends._registry import resolve_bundled
+from quorumbench.backends.local import MARKER
 from quorumbench.errors import InvalidRefError, ModelLoadError, RegistrationError
 from quorumbench.evaluation.refs import ModelRef, parse_ref
 from quorumbench.services._gguf_meta import read_gguf
@@ -60,6 +62,7 @@ MAX_GGUF_DOWNLOAD = 2 * 1024**3
 _GGUF_FLOAT_TYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 """Unquantized GGUF file types and their dtype; quantized files have dtype ``None``."""
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,9 @@ def _adapter_meta(
         task_type=config.get("task_type"),
         dtypes=dict(counts),
     )
+    converted_from = _converted_gguf(base_ref)
+    if converted_from is not None:
+        details["base_gguf_sha256"] = converted_from
     peft_type = config.get("peft_type")
     return ModelMetadata(
         ref=ref,
@@ -164,6 +170,19 @@ def _adapter_meta(
         weights_sha256=weights_sha256,
         details=details,
     )
+
+
+def _converted_gguf(base_ref: str) -> str | None:
+    """The SHA-256 of the GGUF file a local base directory was converted from, when it
+    is one of our conversions (which name it in their marker file): the adapter was
+    made on that GGUF model, registered here by that hash (``weights_sha256``)."""
+    ref = parse_ref(base_ref)
+    if not ref.is_local:
+        return None
+    marker = Path(ref.location) / MARKER
+    lines = marker.read_text(encoding="utf-8").split("\n") if marker.is_file() else []
+    digest = lines[1].strip() if len(lines) > 1 else ""
+    return digest if _SHA256.fullmatch(digest) else None
 
 
 def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local: bool) -> str:

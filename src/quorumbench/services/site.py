@@ -455,13 +455,18 @@ def repository(ref: str) -> str:
 def _lineage(session: Any, model: Model) -> tuple[ModelLink | None, list[ModelLink]]:
     """An adapter's base model and a model's adapters, registered here.
 
-    By the exact pinned ref first; else by repository, at another revision (an adapter
-    pins its base at the revision current when it was registered, which need not be the
-    one registered here), marked ``exact=False``.
+    By the exact pinned ref first; then, for an adapter made on our conversion of a GGUF
+    file (``details["base_gguf_sha256"]``, set at registration), by that file's hash;
+    else by repository, at another revision (an adapter pins its base at the revision
+    current when it was registered, which need not be the one registered here), marked
+    ``exact=False``.
     """
     base = None
     if model.base_ref:
         found = session.scalars(select(Model).where(Model.ref == model.base_ref)).first()
+        converted = (model.details or {}).get("base_gguf_sha256")
+        if found is None and converted:  # made on our conversion of a registered GGUF
+            found = session.scalars(select(Model).where(Model.weights_sha256 == converted)).first()
         exact = found is not None
         if found is None:
             found = session.scalars(
@@ -473,16 +478,20 @@ def _lineage(session: Any, model: Model) -> tuple[ModelLink | None, list[ModelLi
             base = ModelLink(None, "", model.base_ref)
         else:
             base = ModelLink(found.id, found.name, found.ref, exact)
+    same = (Model.base_ref == model.ref) | Model.base_ref.startswith(
+        repository(model.ref) + "@", autoescape=True
+    )
+    if model.weights_sha256 and model.ref.startswith(("gguf:", "bundled:")):
+        same |= Model.details["base_gguf_sha256"].as_string() == model.weights_sha256
     adapters = [
-        ModelLink(m.id, m.name, m.ref, m.base_ref == model.ref)
-        for m in session.scalars(
-            select(Model)
-            .where(
-                (Model.base_ref == model.ref)
-                | Model.base_ref.startswith(repository(model.ref) + "@", autoescape=True)
-            )
-            .order_by(Model.id)
+        ModelLink(
+            m.id,
+            m.name,
+            m.ref,
+            m.base_ref == model.ref
+            or (m.details or {}).get("base_gguf_sha256") == model.weights_sha256,
         )
+        for m in session.scalars(select(Model).where(same).order_by(Model.id))
     ]
     return base, adapters
 

@@ -49,7 +49,7 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
     assert "registered model 2: SmolLM2-135M-Instruct + demo LoRA (LoRA adapter" in out
     assert "started 3 runner processes (alice, bob, carol)" in out
     assert "leaderboard — arith" in out
-    assert "server: http://127.0.0.1:" in out
+    assert "leaderboard: http://127.0.0.1:" in out
     assert f"quorumbench serve --data-dir {data_dir}" in " ".join(out.split())
 
     # What the demo left in its database: both tasks DONE by three distinct accounts.
@@ -109,6 +109,21 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         assert all(r["n_tasks"] == 1 and r["n_samples"] == 2 for r in rows)
         done = httpx.get(f"{url}/v0/tasks", params={"status": "DONE"}).json()
         assert len(done) == 2 and all(len(t["results"]) == 3 for t in done)
+        # the web pages over the same data: both models ranked, the LoRA's base linked,
+        # each task's real arith samples labelled with their subject
+        page = httpx.get(f"{url}/", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and page.text.count('class="name"') == 2
+        ids = {t["model"]["name"]: t["model"]["id"] for t in done}
+        lora = httpx.get(f"{url}/models/{ids['SmolLM2-135M-Instruct + demo LoRA']}?format=json")
+        assert lora.json()["base"]["id"] == ids["SmolLM2-135M-Instruct"]
+        for task in done:
+            detail = httpx.get(f"{url}/tasks/{task['id']}?format=json").json()
+            assert len(detail["samples"]) == 2 and all(s["subject"] for s in detail["samples"])
+            assert {r["runner"].split("/")[0] for r in detail["results"]} == {
+                "alice",
+                "bob",
+                "carol",
+            }
         table = subprocess.run(
             _cli("leaderboard", "--server", url, "--benchmark", "arith"),
             capture_output=True,

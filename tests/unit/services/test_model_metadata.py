@@ -142,6 +142,23 @@ def _with_base(adapter_dir: Path, tmp_path: Path, **changes) -> Path:
     return copy
 
 
+def test_an_adapter_on_a_gguf_conversion_names_the_gguf_file(tiny, adapter, tmp_path):
+    from quorumbench.backends.local import MARKER
+
+    digest = "e" * 64
+    converted = tmp_path / "gguf" / digest
+    shutil.copytree(tiny[0], converted)
+    (converted / MARKER).write_text(f"model.Q8_0.gguf\n{digest}\n", encoding="utf-8")
+    made_on = _with_base(adapter[0], tmp_path / "a", base_model_name_or_path=str(converted))
+    meta = inspect_model(f"hf:{made_on}")
+    assert meta.details["base_gguf_sha256"] == digest
+    assert meta.base_ref == f"hf:{converted}@{dir_sha256(converted)}"
+    (converted / MARKER).write_text("model.gguf\nnot-a-digest\n", encoding="utf-8")
+    again = _with_base(adapter[0], tmp_path / "b", base_model_name_or_path=str(converted))
+    assert "base_gguf_sha256" not in inspect_model(f"hf:{again}").details
+    assert "base_gguf_sha256" not in inspect_model(f"hf:{adapter[0]}").details
+
+
 def test_adapter_with_unpinned_hub_base_is_refused(adapter, tmp_path):
     copy = _with_base(adapter[0], tmp_path, base_model_name_or_path="org/tiny", revision=None)
     with pytest.raises(RegistrationError, match="not pinned"):
