@@ -1,4 +1,5 @@
-"""Fixtures for the web tests: one seeded server database per module, and a client."""
+"""Fixtures for the web tests: one seeded server database per module (SQLite, then
+PostgreSQL), and a client."""
 
 from __future__ import annotations
 
@@ -7,15 +8,30 @@ from fastapi.testclient import TestClient
 
 from quorumbench.api.app import create_app
 
+from ..pg import emptied, throwaway_database
 from .seed import Seed
 
 
-@pytest.fixture(scope="module")
-def seed(tmp_path_factory):
-    made = Seed(tmp_path_factory.mktemp("pages"))
-    made.fill()
-    yield made
-    made.ctx.close()
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ],
+)
+def seed(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pages")
+    if request.param == "sqlite":
+        made = Seed(tmp)
+        made.fill()
+        yield made
+        made.ctx.close()
+        return
+    with throwaway_database("qb_web") as name:
+        made = Seed(tmp, emptied(name))
+        made.fill()
+        yield made
+        made.ctx.close()
 
 
 @pytest.fixture(scope="module")

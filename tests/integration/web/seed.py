@@ -106,11 +106,11 @@ def _metadata(ref: str) -> ModelMetadata:
 
 
 class Seed:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, database_url: str | None = None) -> None:
         self.clock = Clock()
         settings = ServerSettings(
             data_dir=tmp,
-            database_url=f"sqlite:///{tmp / 'web.db'}",
+            database_url=database_url or f"sqlite:///{tmp / 'web.db'}",
             quorum=3,
             max_rounds=1,
             samples_per_task=4,
