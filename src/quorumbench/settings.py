@@ -216,6 +216,12 @@ class ServerSettings(BaseSettings):
         description="How long a settled task waits for its canary result before it "
         "is published anyway.",
     )
+    web_cache_s: float = Field(
+        10,
+        ge=0,
+        description="How long the web leaderboard reuses its ranked rows before it reads "
+        "them again (0: every request reads).",
+    )
     scheduler_interval_s: float = Field(
         5.0, gt=0, description="How often the server checks epochs and expired leases."
     )

@@ -28,12 +28,14 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class IdentityCache:
-    """Thread-safe TTL memo of who is calling (saves a read or two per request)."""
+class TtlMemo:
+    """Thread-safe TTL memo: who is calling (saves a read or two per request), the
+    ranked leaderboard the web pages filter (services/site.py)."""
 
     def __init__(self, ttl_s: float = IDENTITY_TTL_S, maxsize: int = 100_000) -> None:
         self._entries: TTLCache[Hashable, Any] = TTLCache(maxsize=maxsize, ttl=ttl_s)
         self._lock = threading.Lock()
+        self._making = threading.Lock()
 
     def get(self, key: Hashable) -> Any:
         with self._lock:
@@ -42,6 +44,20 @@ class IdentityCache:
     def put(self, key: Hashable, value: Any) -> None:
         with self._lock:
             self._entries[key] = value
+
+    def get_or_make(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The value under ``key``, else ``make()``'s, stored. One maker at a time: a
+        request that misses while another is making waits for its value instead of
+        making it again (hits never wait)."""
+        found = self.get(key)
+        if found is not None:
+            return found
+        with self._making:
+            found = self.get(key)
+            if found is None:
+                found = make()
+                self.put(key, found)
+            return found
 
     def clear(self) -> None:
         with self._lock:
@@ -60,7 +76,7 @@ class ServerContext:
     loaded_benchmarks: dict[str, Benchmark] = field(default_factory=dict)
     inspector: Callable[[str], Any] | None = None
     """Model inspection override (tests, offline demos); default: model_metadata."""
-    identities: IdentityCache = field(default_factory=IdentityCache)
+    identities: TtlMemo = field(default_factory=TtlMemo)
     log_signer: Any = None
     """The public log's signing key, loaded on first use (services/publiclog.py)."""
     rate_limiter: Any = None
@@ -70,6 +86,8 @@ class ServerContext:
     sample_subjects: dict[tuple[str, int, str], dict[str, str | None]] = field(default_factory=dict)
     """Per benchmark (name, version, data SHA-256): each sample id's subject label, or
     None for an id its data does not have; filled as pages ask (services/site.py)."""
+    boards: TtlMemo | None = None
+    """The ranked leaderboards of the web pages, kept ``web_cache_s`` (services/site.py)."""
 
     def now(self) -> datetime:
         return self.clock()

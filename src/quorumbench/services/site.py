@@ -2,16 +2,17 @@
 
 The leaderboard page filters by model type, size, licence and benchmark, which the
 indexed ``leaderboard()`` reads do not offer: :func:`board` reads every model that
-has a score (one query per table, a few thousand rows at most), then ranks, filters,
-sorts and pages in Python. Ranks are computed before filtering, so a model keeps its
-rank in any filtered view.
+has a score (one Core query per table), ranks them, and keeps that ranking for
+``web_cache_s`` seconds (per process, per benchmark); each request then filters,
+sorts and pages it in Python. Ranks are computed before filtering, so a model keeps
+its rank in any filtered view. ``benchmarks/web_pages.py`` measures both paths.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -34,14 +35,13 @@ from quorumbench.db.models import (
 from quorumbench.errors import ConfigError, NotFoundError, QuorumError
 from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.benchmarks import loaded
-from quorumbench.services.context import ServerContext
+from quorumbench.services.context import ServerContext, TtlMemo
 from quorumbench.services.leaderboard import AGGREGATE
 from quorumbench.services.tasks import get_task
 from quorumbench.settings import ServerSettings
 
 ModelType = Literal["base", "lora", "gguf", "endpoint"]
 MODEL_TYPES: tuple[ModelType, ...] = ("base", "lora", "gguf", "endpoint")
-BOARD_SORTS = ("rank", "model", "type", "params", "score", "n_samples", "updated_at", "disputed")
 
 
 @dataclass(frozen=True)
@@ -135,11 +135,16 @@ def _score(row: Any) -> Score:
 
 
 def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, Score]]:
-    """Every model with a score on an active benchmark (unranked), and the aggregates."""
+    """Every model with a score on an active benchmark (unranked), and the aggregates.
+
+    Plain Core reads on the session's connection: tens of thousands of rows, for which
+    the ORM's row handling would cost more than the database.
+    """
     with ctx.db.read() as session:
+        conn = session.connection()
         benches = {
             b.id: b.name
-            for b in session.execute(select(Benchmark.id, Benchmark.name).where(Benchmark.active))
+            for b in conn.execute(select(Benchmark.id, Benchmark.name).where(Benchmark.active))
         }
         score_columns = (
             LeaderboardEntry.score,
@@ -150,7 +155,7 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
             LeaderboardEntry.updated_at,
         )
         scores: dict[int, dict[str, Score]] = {}
-        for row in session.execute(
+        for row in conn.execute(
             select(LeaderboardEntry.model_id, LeaderboardEntry.benchmark_id, *score_columns).where(
                 LeaderboardEntry.benchmark_id.in_(benches)
             )
@@ -159,7 +164,7 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
         agg = LeaderboardAggregate
         aggregates = {
             row.model_id: _score(row)
-            for row in session.execute(
+            for row in conn.execute(
                 select(
                     agg.model_id,
                     agg.score,
@@ -173,13 +178,13 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
         }
         disputed: dict[int, int] = {
             model_id: n
-            for model_id, n in session.execute(
+            for model_id, n in conn.execute(
                 select(Task.model_id, func.count())
                 .where(Task.status == "DISPUTED")
                 .group_by(Task.model_id)
             )
         }
-        models = session.execute(
+        models = conn.execute(
             select(
                 Model.id, Model.name, Model.ref, Model.params, Model.license, Model.details
             ).order_by(Model.id)
@@ -203,29 +208,18 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
     return sorted(set(benches.values())), rows, aggregates
 
 
-def _sort_key(sort: str, row: BoardRow) -> tuple[Any, ...]:
-    """Rows without the value sort last whatever the direction (see :func:`board`)."""
-    value: Any = {
-        "rank": row.rank,
-        "model": row.model.lower(),
-        "type": row.type,
-        "params": row.params,
-        "score": row.score.score if row.score else None,
-        "n_samples": row.n_samples,
-        "updated_at": row.updated_at,
-        "disputed": row.disputed,
-    }[sort]
-    return (value is None, value if value is not None else 0)
+@dataclass(frozen=True)
+class _Ranked:
+    """Every listed row of one ranking, ranked rows first in rank order."""
+
+    benchmarks: list[str]
+    rows: list[BoardRow]
+    licenses: list[str]
 
 
-def board(ctx: ServerContext, query: BoardQuery) -> BoardPage:
-    """One page of the leaderboard for ``query``; see the module docstring."""
-    if query.sort not in BOARD_SORTS:
-        raise ConfigError(f"cannot sort by {query.sort!r}; use one of {', '.join(BOARD_SORTS)}")
-    if query.type and query.type not in MODEL_TYPES:
-        raise ConfigError(f"unknown model type {query.type!r}; use one of {MODEL_TYPES}")
+def _rank(ctx: ServerContext, bench: str | None) -> _Ranked:
+    """Read and rank every row by ``bench``'s score (None: the complete aggregate)."""
     benchmarks, rows, aggregates = _all_rows(ctx)
-    bench = None if query.benchmark in (None, "", AGGREGATE) else query.benchmark
     if bench is not None and bench not in benchmarks:
         raise ConfigError(f"no active benchmark named {bench!r}")
 
@@ -237,36 +231,61 @@ def board(ctx: ServerContext, query: BoardQuery) -> BoardPage:
         (p for p in scored if p[0] is not None),
         key=lambda p: (-p[0].score, p[1].model_id),  # type: ignore[union-attr]
     )
-    ranks = {r.model_id: i + 1 for i, (_, r) in enumerate(ordered)}
-    spans = dict(
-        zip(
-            (r.model_id for _, r in ordered),
-            rank_ranges([(s.ci_low, s.ci_high) for s, _ in ordered]),  # type: ignore[union-attr]
-            strict=True,
-        )
-    )
+    spans = rank_ranges([(s.ci_low, s.ci_high) for s, _ in ordered])  # type: ignore[union-attr]
     ranked = [
-        BoardRow(
-            ranks.get(r.model_id),
-            r.model_id,
-            r.model,
-            r.ref,
-            r.type,
-            r.params,
-            r.license,
-            s,
-            r.scores,
-            r.disputed,
-            spans.get(r.model_id),
-        )
-        for s, r in scored
-        if bench is None or s is not None
+        replace(r, rank=i + 1, score=s, rank_range=span)
+        for i, ((s, r), span) in enumerate(zip(ordered, spans, strict=True))
     ]
+    if bench is None:  # the incomplete ones are listed too, unranked, by model id
+        ranked += [replace(r, score=None) for s, r in scored if s is None]
     licenses = sorted({r.license for r in ranked if r.license})
-    kept = [r for r in ranked if _passes(r, query)]
-    kept.sort(key=lambda r: (_sort_key(query.sort, r), r.model_id), reverse=query.descending)
-    if query.descending:  # keep rows without the value at the bottom
-        kept.sort(key=lambda r: _sort_key(query.sort, r)[0])
+    return _Ranked(benchmarks, ranked, licenses)
+
+
+def _ranked(ctx: ServerContext, bench: str | None) -> _Ranked:
+    """:func:`_rank`, reused for ``web_cache_s`` seconds (per process, per benchmark)."""
+    ttl = ctx.settings.web_cache_s
+    if ttl <= 0:
+        return _rank(ctx, bench)
+    if ctx.boards is None:
+        ctx.boards = TtlMemo(ttl, maxsize=64)
+    found: _Ranked = ctx.boards.get_or_make(bench, lambda: _rank(ctx, bench))
+    return found
+
+
+_SORT_VALUES: dict[str, Callable[[BoardRow], Any]] = {
+    "rank": lambda r: r.rank,
+    "model": lambda r: r.model.lower(),
+    "type": lambda r: r.type,
+    "params": lambda r: r.params,
+    "score": lambda r: r.score.score if r.score else None,
+    "n_samples": lambda r: r.n_samples,
+    "updated_at": lambda r: r.updated_at,
+    "disputed": lambda r: r.disputed,
+}
+BOARD_SORTS = tuple(_SORT_VALUES)
+
+
+def _sorted(rows: list[BoardRow], sort: str, descending: bool) -> list[BoardRow]:
+    """``rows`` by a column (ties by model id); rows without a value last either way."""
+    value = _SORT_VALUES[sort]
+    keyed = [(value(r), r) for r in rows]
+    present = [p for p in keyed if p[0] is not None]
+    present.sort(key=lambda p: (p[0], p[1].model_id), reverse=descending)
+    return [r for _, r in present] + [r for v, r in keyed if v is None]
+
+
+def board(ctx: ServerContext, query: BoardQuery) -> BoardPage:
+    """One page of the leaderboard for ``query``; see the module docstring."""
+    if query.sort not in BOARD_SORTS:
+        raise ConfigError(f"cannot sort by {query.sort!r}; use one of {', '.join(BOARD_SORTS)}")
+    if query.type and query.type not in MODEL_TYPES:
+        raise ConfigError(f"unknown model type {query.type!r}; use one of {MODEL_TYPES}")
+    bench = None if query.benchmark in (None, "", AGGREGATE) else query.benchmark
+    ranked = _ranked(ctx, bench)
+    kept = [r for r in ranked.rows if _passes(r, query)]
+    if query.sort != "rank" or query.descending:  # else: in rank order already
+        kept = _sorted(kept, query.sort, query.descending)
     per_page = max(1, min(query.per_page, 1000))
     pages = max(1, -(-len(kept) // per_page))
     page = min(max(1, query.page), pages)
@@ -274,8 +293,8 @@ def board(ctx: ServerContext, query: BoardQuery) -> BoardPage:
     return BoardPage(
         kept[start : start + per_page],
         len(kept),
-        benchmarks,
-        licenses,
+        ranked.benchmarks,
+        ranked.licenses,
         BoardQuery(**{**query.__dict__, "page": page, "per_page": per_page}),
         pages,
     )

@@ -405,3 +405,26 @@ def test_lineage_across_revisions(tmp_path):
             assert client.get(f"/models/{other}?format=json").json()["adapters"] == []
     finally:
         made.ctx.close()
+
+
+def test_the_ranking_is_reused_for_web_cache_s_seconds(tmp_path):
+    import time
+
+    made = Seed(tmp_path)
+    try:
+        made.ctx.settings = made.ctx.settings.model_copy(update={"web_cache_s": 0.5})
+        app = create_app(made.ctx.settings, context=made.ctx, run_scheduler=False)
+        with TestClient(app) as client:
+            assert made.task("beta-7b", "arith", 1, [[1.0] * 4] * 3) == "DONE"
+            assert names(client, "benchmark=arith") == ["beta-7b"]
+            assert made.task("gamma-135m", "arith", 1, [[1.0] * 4] * 3) == "DONE"
+            assert names(client, "benchmark=arith") == ["beta-7b"]  # the cached ranking
+            gamma = client.get(f"/models/{made.ids['gamma-135m']}?format=json").json()
+            assert gamma["scores"]["arith"]["score"] == 1.0  # a model page reads live
+            time.sleep(0.6)
+            assert names(client, "benchmark=arith") == ["beta-7b", "gamma-135m"]
+            made.ctx.settings = made.ctx.settings.model_copy(update={"web_cache_s": 0})  # no memo
+            assert made.task("delta-360m", "arith", 1, [[1.0] * 4] * 3) == "DONE"
+            assert len(names(client, "benchmark=arith")) == 3
+    finally:
+        made.ctx.close()
