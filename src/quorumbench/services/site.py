@@ -500,15 +500,16 @@ def _lineage(session: Any, model: Model) -> tuple[ModelLink | None, list[ModelLi
     same = (Model.base_ref == model.ref) | Model.base_ref.startswith(
         repository(model.ref) + "@", autoescape=True
     )
-    if model.weights_sha256 and model.ref.startswith(("gguf:", "bundled:")):
-        same |= Model.details["base_gguf_sha256"].as_string() == model.weights_sha256
+    gguf = model.weights_sha256 if model.ref.startswith(("gguf:", "bundled:")) else None
+    if gguf:
+        same |= Model.details["base_gguf_sha256"].as_string() == gguf
     adapters = [
         ModelLink(
             m.id,
             m.name,
             m.ref,
             m.base_ref == model.ref
-            or (m.details or {}).get("base_gguf_sha256") == model.weights_sha256,
+            or (gguf is not None and (m.details or {}).get("base_gguf_sha256") == gguf),
         )
         for m in session.scalars(select(Model).where(same).order_by(Model.id))
     ]

@@ -363,15 +363,17 @@ def test_lineage_across_revisions(tmp_path):
         with made.ctx.db.write() as session:
             owner = session.get(Model, alpha).owner_id
 
-            def add(name: str, ref: str, base: str | None) -> int:
+            def add(name: str, ref: str, base: str | None, **extra) -> int:
+                details = {"kind": "adapter"} if base else {}
                 row = Model(
                     ref=ref,
                     name=name,
                     owner_id=owner,
                     revision=ref.rsplit("@", 1)[-1],
                     base_ref=base,
-                    details={"kind": "adapter"} if base else {},
+                    details={**details, **extra.pop("details", {})},
                     created_at=datetime(2026, 11, 20, tzinfo=UTC),
+                    **extra,
                 )
                 session.add(row)
                 session.flush()
@@ -384,6 +386,14 @@ def test_lineage_across_revisions(tmp_path):
             # "_" must not match any character: org/aXb is not org/a_b
             other = add("aXb", f"hf:org/aXb@{'b' * 40}", None)
             lonely = add("a_b-lora", f"hf:org/a_b-lora@{'c' * 40}", f"hf:org/a_b@{'d' * 40}")
+            # made on our conversion of a GGUF file registered here (by its hash)
+            gguf = add("q8", f"gguf:/models/q8.gguf@{'f' * 64}", None, weights_sha256="f" * 64)
+            on_gguf = add(
+                "q8-lora",
+                f"hf:/adapters/q8-lora@{'0' * 64}",
+                f"hf:/cache/gguf/{'f' * 64}@{'1' * 64}",
+                details={"base_gguf_sha256": "f" * 64},
+            )
         app = create_app(made.ctx.settings, context=made.ctx, run_scheduler=False)
         with TestClient(app) as client:
             body = client.get(f"/models/{late}?format=json").json()
@@ -403,6 +413,10 @@ def test_lineage_across_revisions(tmp_path):
             base = client.get(f"/models/{lonely}?format=json").json()["base"]
             assert base["id"] is None and base["ref"] == f"hf:org/a_b@{'d' * 40}"
             assert client.get(f"/models/{other}?format=json").json()["adapters"] == []
+            base = client.get(f"/models/{on_gguf}?format=json").json()["base"]
+            assert (base["id"], base["exact"]) == (gguf, True)
+            adapters = client.get(f"/models/{gguf}?format=json").json()["adapters"]
+            assert [(a["id"], a["exact"]) for a in adapters] == [(on_gguf, True)]
     finally:
         made.ctx.close()
 
