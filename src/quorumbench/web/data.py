@@ -16,7 +16,6 @@ from quorumbench.services.site import (
     ModelView,
     RunnerRow,
     Score,
-    SubjectScore,
     TaskDetail,
     TaskSummary,
 )
@@ -37,10 +36,6 @@ def score_dict(score: Score | None) -> dict[str, Any] | None:
         "n_tasks": score.n_tasks,
         "updated_at": _time(score.updated_at),
     }
-
-
-def subject_dict(score: SubjectScore | None) -> dict[str, Any] | None:
-    return asdict(score) if score else None
 
 
 def board_row(row: BoardRow) -> dict[str, Any]:
