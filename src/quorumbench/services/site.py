@@ -11,7 +11,7 @@ its rank in any filtered view. ``benchmarks/web_pages.py`` measures both paths.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -242,14 +242,19 @@ def _rank(ctx: ServerContext, bench: str | None) -> _Ranked:
     return _Ranked(benchmarks, ranked, licenses)
 
 
-def _ranked(ctx: ServerContext, bench: str | None) -> _Ranked:
-    """:func:`_rank`, reused for ``web_cache_s`` seconds (per process, per benchmark)."""
+def _kept(ctx: ServerContext, key: Hashable, make: Callable[[], Any]) -> Any:
+    """``make()``, reused for ``web_cache_s`` seconds (per process, per key)."""
     ttl = ctx.settings.web_cache_s
     if ttl <= 0:
-        return _rank(ctx, bench)
+        return make()
     if ctx.boards is None:
         ctx.boards = TtlMemo(ttl, maxsize=64)
-    found: _Ranked = ctx.boards.get_or_make(bench, lambda: _rank(ctx, bench))
+    return ctx.boards.get_or_make(key, make)
+
+
+def _ranked(ctx: ServerContext, bench: str | None) -> _Ranked:
+    """:func:`_rank`, kept per benchmark (:func:`_kept`)."""
+    found: _Ranked = _kept(ctx, ("board", bench), lambda: _rank(ctx, bench))
     return found
 
 
@@ -746,7 +751,13 @@ class RunnerRow:
 
 
 def runner_list(ctx: ServerContext) -> list[RunnerRow]:
-    """Every runner with its contributions, most results first."""
+    """Every runner with its contributions, most results first (kept, :func:`_kept`:
+    counting results scans the whole table)."""
+    found: list[RunnerRow] = _kept(ctx, ("runners",), lambda: _runners(ctx))
+    return found
+
+
+def _runners(ctx: ServerContext) -> list[RunnerRow]:
     with ctx.db.read() as session:
         counts: dict[int, int] = {
             runner_id: n
