@@ -535,6 +535,13 @@ def no_open_results(facts: Facts, caller: Caller, answer: httpx.Response) -> Non
             assert not task["results"] and not task["n_results"], f"open task shown: {task}"
 
 
+def no_open_results_page(facts: Facts, caller: Caller, answer: httpx.Response) -> None:
+    """The task page of an open task shows no results, runners or samples either."""
+    assert 'id="open-task"' in answer.text, answer.text[:2000]
+    for hidden in ('id="results"', 'id="samples"', "alice-box"):
+        assert hidden not in answer.text, f"open task page shows {hidden}"
+
+
 def register_key(facts: Facts, caller: Caller) -> Request:
     # alice rotates in a new key; anyone else tries to take hers for "alice-box"
     key = facts.fresh_key if caller.account == OWNER else facts.keys[OWNER]
@@ -900,6 +907,31 @@ VARIANTS: list[Variant] = [
         ),
     ),
     Variant("GET", "/tasks", "all", PUBLIC, fixed("/tasks")),
+    Variant(
+        "GET",
+        "/tasks/{task_id}",
+        "a final one",
+        PUBLIC,
+        lambda facts, caller: Request(f"/tasks/{facts.done_task}"),
+    ),
+    Variant(
+        "GET",
+        "/tasks/{task_id}",
+        "an open one, with alice's result",
+        PUBLIC,
+        lambda facts, caller: Request(f"/tasks/{facts.leases['alice-submitted']['task']['id']}"),
+        check=no_open_results_page,
+    ),
+    Variant(
+        "GET",
+        "/tasks/{task_id}",
+        "an open one, as JSON",
+        PUBLIC,
+        lambda facts, caller: Request(
+            f"/tasks/{facts.leases['alice-submitted']['task']['id']}", {"format": "json"}
+        ),
+        check=no_open_results,
+    ),
     Variant("GET", "/runners", "all", PUBLIC, fixed("/runners")),
     Variant("GET", "/methodology", "page", PUBLIC, fixed("/methodology")),
     Variant("GET", "/submit", "page", PUBLIC, fixed("/submit")),
