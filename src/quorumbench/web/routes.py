@@ -314,16 +314,51 @@ def task_page(request: Request, task_id: int, format: Format = "html") -> Respon
 
 
 @router.get("/runners")
-def runners_page(request: Request, format: Format = "html") -> Response:
+def runners_page(
+    request: Request,
+    q: str | None = Query(None, max_length=100),
+    page: int = Query(1, ge=1),
+    per_page: int = Query(100, ge=1, le=1000),
+    format: Format = "html",
+) -> Response:
+    """Runners, most results first; ``q`` searches runner and account names."""
+
     def build() -> Response:
         runners = site.runner_list(_ctx(request))
-        rows = [data.runner_dict(r) for r in runners]
+        if q:
+            needle = q.lower()
+            runners = [r for r in runners if needle in f"{r.account}/{r.name}".lower()]
+        pages = max(1, -(-len(runners) // per_page))
+        number = min(page, pages)
+        shown = runners[(number - 1) * per_page : number * per_page]
+        rows = [data.runner_dict(r) for r in shown]
         if format == "json":
-            return JSONResponse({"runners": rows})
+            return JSONResponse(
+                {"total": len(runners), "page": number, "pages": pages, "runners": rows}
+            )
         if format == "csv":
             return _csv(data.to_csv(list(rows[0]) if rows else ["id"], rows), "runners")
+        state = {"q": q or None, "per_page": per_page if per_page != 100 else None}
+        state = {k: v for k, v in state.items() if v}
+
+        def at(n: int) -> str:
+            query = urlencode({**state, **({"page": n} if n > 1 else {})})
+            return "/runners" + (f"?{query}" if query else "")
+
         return HTMLResponse(
-            render("runners.html", LINKS, runners=runners, data_path="/runners", active="runners")
+            render(
+                "runners.html",
+                LINKS,
+                runners=shown,
+                total=len(runners),
+                q=q or "",
+                page=number,
+                pages=pages,
+                prev_url=at(number - 1) if number > 1 else None,
+                next_url=at(number + 1) if number < pages else None,
+                data_path=at(number),
+                active="runners",
+            )
         )
 
     return _page(build)

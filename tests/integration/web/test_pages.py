@@ -442,3 +442,16 @@ def test_the_ranking_is_reused_for_web_cache_s_seconds(tmp_path):
             assert len(names(client, "benchmark=arith")) == 3
     finally:
         made.ctx.close()
+
+
+def test_runners_are_searched_and_paged(client):
+    first = client.get("/runners?format=json&per_page=3").json()
+    assert (first["total"], first["pages"], len(first["runners"])) == (4, 2, 3)
+    second = client.get("/runners?format=json&per_page=3&page=2").json()["runners"]
+    assert [r["account"] for r in second] == ["volunteer3"]
+    found = client.get("/runners?format=json&q=BOX-1").json()
+    assert [r["name"] for r in found["runners"]] == ["box-1"] and found["total"] == 1
+    html = client.get("/runners?per_page=3").text
+    assert 'href="/runners?per_page=3&amp;page=2"' in html and "page 1 of 2" in html
+    assert "No runner matches." in client.get("/runners?q=nobody").text
+    assert client.get("/runners?per_page=0").status_code == 400
