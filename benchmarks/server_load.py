@@ -450,9 +450,10 @@ class Seeder:
 
     def base(self, n_models: int, n_accounts: int) -> dict[str, str]:
         """Accounts and tokens, models, epochs and the leaderboard; runner tokens by name."""
-        from quorumbench.core.leaderboard import Accumulator, interval
+        from quorumbench.core.leaderboard import Accumulator
         from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model
         from quorumbench.services.accounts import create_account, issue_token
+        from quorumbench.services.leaderboard import entry_values
         from quorumbench.services.scheduler import ensure_epoch
 
         ctx = self.ctx
@@ -509,22 +510,9 @@ class Seeder:
                 n = n_tasks * SAMPLES_PER_TASK
                 hits = self.rng.randint(0, n)
                 acc = Accumulator(n_tasks, n, float(hits), float(hits), float(hits))
-                iv = interval(acc)
+                updated = now - timedelta(seconds=self.rng.randint(0, 86400))
                 entries.append(
-                    {
-                        "model_id": model_id,
-                        "benchmark_id": bench_id,
-                        "n_tasks": n_tasks,
-                        "n_samples": n,
-                        "weighted_sum": acc.weighted_sum,
-                        "sample_sum": acc.sample_sum,
-                        "sample_sumsq": acc.sample_sumsq,
-                        "score": iv.score,
-                        "stderr": iv.stderr,
-                        "ci_low": iv.ci_low,
-                        "ci_high": iv.ci_high,
-                        "updated_at": now - timedelta(seconds=self.rng.randint(0, 86400)),
-                    }
+                    {"model_id": model_id, "benchmark_id": bench_id, **entry_values(acc, updated)}
                 )
         with self.engine.begin() as conn:
             conn.execute(insert(LeaderboardEntry.__table__), entries)

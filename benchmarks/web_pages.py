@@ -390,6 +390,7 @@ class Seeder:
             model_aggregate,
         )
         from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry
+        from quorumbench.services.leaderboard import aggregate_values, entry_values
 
         now = self.ctx.now()
         rng = self.rng
@@ -415,41 +416,13 @@ class Seeder:
                 hits = sum(rng.random() < p for _ in range(min(n, 40)))  # a cheap binomial
                 hits = round(hits * n / min(n, 40))
                 acc = Accumulator(n_tasks, n, float(hits), float(hits), float(hits))
-                iv = interval(acc)
                 updated = now - timedelta(seconds=rng.randrange(14 * 86400))
                 entries.append(
-                    {
-                        "model_id": model_id,
-                        "benchmark_id": bench_id,
-                        "n_tasks": n_tasks,
-                        "n_samples": n,
-                        "weighted_sum": acc.weighted_sum,
-                        "sample_sum": acc.sample_sum,
-                        "sample_sumsq": acc.sample_sumsq,
-                        "score": iv.score,
-                        "stderr": iv.stderr,
-                        "ci_low": iv.ci_low,
-                        "ci_high": iv.ci_high,
-                        "updated_at": updated,
-                    }
+                    {"model_id": model_id, "benchmark_id": bench_id, **entry_values(acc, updated)}
                 )
-                parts.append(BenchmarkPart(weights[bench_id], iv, n, n_tasks, updated))
+                parts.append(BenchmarkPart(weights[bench_id], interval(acc), n, n_tasks, updated))
             agg = model_aggregate(parts, len(weights))
-            aggregates.append(
-                {
-                    "model_id": model_id,
-                    "n_benchmarks": agg.n_benchmarks,
-                    "complete": agg.complete,
-                    "n_tasks": agg.n_tasks,
-                    "n_samples": agg.n_samples,
-                    "score": agg.interval.score,
-                    "stderr": agg.interval.stderr,
-                    "ci_low": agg.interval.ci_low,
-                    "ci_high": agg.interval.ci_high,
-                    "updated_at": agg.updated_at,
-                    "basis": basis,
-                }
-            )
+            aggregates.append({"model_id": model_id, **aggregate_values(agg, basis)})
         with self.engine.begin() as conn:
             conn.execute(insert(LeaderboardEntry), entries)
             conn.execute(insert(LeaderboardAggregate), aggregates)

@@ -37,10 +37,12 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from quorumbench.core.leaderboard import (
+    Accumulator,
     BenchmarkPart,
     Interval,
     ModelAggregate,
     aggregate_basis,
+    interval,
     model_aggregate,
 )
 from quorumbench.db.engine import Executor
@@ -243,7 +245,8 @@ def refresh_aggregate(ctx: ServerContext, session: Executor, model_id: int) -> N
         return
     aggregate = model_aggregate([_part(weights, r) for r in rows], len(weights))
     session.execute(
-        _SET_AGGREGATE, {"model_id_": model_id, **_values(aggregate, aggregate_basis(weights))}
+        _SET_AGGREGATE,
+        {"model_id_": model_id, **aggregate_values(aggregate, aggregate_basis(weights))},
     )
 
 
@@ -283,7 +286,7 @@ def rebuild_aggregates(ctx: ServerContext, session: Session) -> int:
     for row in session.execute(_entries(weights)):
         by_model.setdefault(row.model_id, []).append(_part(weights, row))
     rows = [
-        {"model_id": model_id, **_values(model_aggregate(parts, len(weights)), basis)}
+        {"model_id": model_id, **aggregate_values(model_aggregate(parts, len(weights)), basis)}
         for model_id, parts in sorted(by_model.items())
     ]
     session.execute(delete(LeaderboardAggregate))
@@ -335,7 +338,26 @@ def _part(weights: dict[int, float], row: Any) -> BenchmarkPart:
     )
 
 
-def _values(aggregate: ModelAggregate, basis: str) -> dict[str, Any]:
+def entry_values(acc: Accumulator, updated_at: datetime) -> dict[str, Any]:
+    """A (model, benchmark) row's columns for its running sums (score and interval
+    computed from them)."""
+    stats = interval(acc)
+    return {
+        "n_tasks": acc.n_tasks,
+        "n_samples": acc.n_samples,
+        "weighted_sum": acc.weighted_sum,
+        "sample_sum": acc.sample_sum,
+        "sample_sumsq": acc.sample_sumsq,
+        "score": stats.score,
+        "stderr": stats.stderr,
+        "ci_low": stats.ci_low,
+        "ci_high": stats.ci_high,
+        "updated_at": updated_at,
+    }
+
+
+def aggregate_values(aggregate: ModelAggregate, basis: str) -> dict[str, Any]:
+    """A model's aggregate row's columns."""
     return {
         "n_benchmarks": aggregate.n_benchmarks,
         "complete": aggregate.complete,

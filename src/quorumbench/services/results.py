@@ -26,7 +26,7 @@ from quorumbench.core.consensus import (
     quorum_verdict,
     verdict_from_dict,
 )
-from quorumbench.core.leaderboard import Accumulator, interval
+from quorumbench.core.leaderboard import Accumulator
 from quorumbench.core.signing import result_digest
 from quorumbench.db.models import (
     Benchmark,
@@ -47,7 +47,7 @@ from quorumbench.errors import (
 from quorumbench.queue.base import Claimant
 from quorumbench.services import publiclog
 from quorumbench.services.context import ServerContext
-from quorumbench.services.leaderboard import refresh_aggregate
+from quorumbench.services.leaderboard import entry_values, refresh_aggregate
 from quorumbench.services.runner_keys import ResultSignature, check_signature
 
 
@@ -549,20 +549,7 @@ def _update_leaderboard(
     before = Accumulator(
         entry.n_tasks, entry.n_samples, entry.weighted_sum, entry.sample_sum, entry.sample_sumsq
     )
-    after = before.add_task(verdict.score, samples)
-    stats = interval(after)
-    values = {
-        "n_tasks": after.n_tasks,
-        "n_samples": after.n_samples,
-        "weighted_sum": after.weighted_sum,
-        "sample_sum": after.sample_sum,
-        "sample_sumsq": after.sample_sumsq,
-        "score": stats.score,
-        "stderr": stats.stderr,
-        "ci_low": stats.ci_low,
-        "ci_high": stats.ci_high,
-        "updated_at": now,
-    }
+    values = entry_values(before.add_task(verdict.score, samples), now)
     conn.execute(_ENTRY, {"model_id_": task.model_id, "benchmark_id_": task.benchmark_id, **values})
     # Then the model's aggregate over benchmarks, in this transaction: it locks the
     # aggregate row after the per-benchmark row above (the one lock order everywhere).
