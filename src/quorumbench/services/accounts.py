@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from quorumbench.db.models import Account, ApiToken, AuthSession
 from quorumbench.errors import (
@@ -63,18 +64,25 @@ def opened_with(token_id: int) -> str:
 
 
 def create_account(ctx: ServerContext, name: str, *, is_admin: bool = False) -> Account:
+    try:
+        with ctx.db.write() as session:
+            return add_account(ctx, session, name, is_admin=is_admin)
+    except IntegrityError as exc:
+        raise ConflictError(f"account {name!r} exists already") from exc
+
+
+def add_account(
+    ctx: ServerContext, session: Session, name: str, *, is_admin: bool = False
+) -> Account:
+    """A new account in the caller's transaction (IntegrityError if the name is taken)."""
     if not _NAME.match(name):
         raise ConfigError(
             f"account name {name!r}: use 2–63 lowercase letters, digits, '_', '.', '-'"
         )
-    try:
-        with ctx.db.write() as session:
-            account = Account(name=name, is_admin=is_admin, created_at=ctx.now())
-            session.add(account)
-            session.flush()
-            return account
-    except IntegrityError as exc:
-        raise ConflictError(f"account {name!r} exists already") from exc
+    account = Account(name=name, is_admin=is_admin, created_at=ctx.now())
+    session.add(account)
+    session.flush()
+    return account
 
 
 def get_account(ctx: ServerContext, name: str) -> Account:

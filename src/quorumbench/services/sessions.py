@@ -26,7 +26,6 @@ from quorumbench.db.models import Account, ApiToken, AuthSession, FederatedIdent
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
-    ConflictError,
     NotFoundError,
     PermissionDeniedError,
 )
@@ -34,6 +33,7 @@ from quorumbench.services.accounts import (
     DEFAULT_SCOPES,
     SCOPES,
     Principal,
+    add_account,
     authenticate_api_token,
     opened_with,
     token_hash,
@@ -233,14 +233,13 @@ def login_for_development(
 def _federated_account(
     ctx: ServerContext, issuer: str, subject: str, claims: dict[str, Any]
 ) -> Account:
-    from quorumbench.services.accounts import create_account
+    """The account linked to ``(issuer, subject)``, made and linked on first login.
 
-    with ctx.db.read() as session:
-        linked = session.scalars(
-            select(Account)
-            .join(FederatedIdentity, FederatedIdentity.account_id == Account.id)
-            .where(FederatedIdentity.issuer == issuer, FederatedIdentity.subject == subject)
-        ).first()
+    The account and its link are written in one transaction, so two first logins of
+    one identity at once cannot both link it: the loser's transaction (account
+    included) rolls back on the link's unique key, and it returns the winner's account.
+    """
+    linked = _linked(ctx, issuer, subject)
     if linked is not None:
         return linked
     base = re.sub(r"[^a-z0-9_.-]+", "-", str(claims.get("preferred_username") or subject).lower())
@@ -248,19 +247,31 @@ def _federated_account(
     name = base if len(base) >= 2 else f"{base}-user"
     for _ in range(5):
         try:
-            account = create_account(ctx, name)
-            break
-        except (ConfigError, ConflictError, IntegrityError):  # the name is taken
+            with ctx.db.write() as session:
+                account = add_account(ctx, session, name)
+                session.add(
+                    FederatedIdentity(
+                        account_id=account.id, issuer=issuer, subject=subject, created_at=ctx.now()
+                    )
+                )
+                session.flush()
+                return account
+        except (ConfigError, IntegrityError):  # the name is taken, or the identity linked
+            linked = _linked(ctx, issuer, subject)
+            if linked is not None:
+                return linked
             name = f"{base}-{secrets.token_hex(3)}"
-    else:
-        raise ConfigError(f"cannot make an account for {issuer} {subject}")
-    with ctx.db.write() as session:
-        session.add(
-            FederatedIdentity(
-                account_id=account.id, issuer=issuer, subject=subject, created_at=ctx.now()
-            )
-        )
-    return account
+    raise ConfigError(f"cannot make an account for {issuer} {subject}")
+
+
+def _linked(ctx: ServerContext, issuer: str, subject: str) -> Account | None:
+    with ctx.db.read() as session:
+        found: Account | None = session.scalars(
+            select(Account)
+            .join(FederatedIdentity, FederatedIdentity.account_id == Account.id)
+            .where(FederatedIdentity.issuer == issuer, FederatedIdentity.subject == subject)
+        ).first()
+        return found
 
 
 def refresh(ctx: ServerContext, refresh_token: str) -> dict[str, Any]:

@@ -251,3 +251,58 @@ def test_a_missing_scope_is_a_403_naming_it_on_every_protected_endpoint(app):
         "/v0/runners/box/keys", json={"public_key": "00" * 32}, headers=auth(pull_only)
     )
     assert answer.status_code == 403 and "task:submit" in answer.json()["detail"]
+
+
+def _accounts(ctx) -> list[str]:
+    from sqlalchemy import select
+
+    from quorumbench.db.models import Account
+
+    with ctx.db.read() as session:
+        return list(session.scalars(select(Account.name).order_by(Account.id)))
+
+
+def test_a_first_login_that_loses_the_race_gets_the_winners_account(make_ctx, monkeypatch):
+    """Two first logins of one identity at once: both find no link, both try to make
+    one. Played in order here: the other login links the identity between this one's
+    check and its write; this one's account and link roll back together."""
+    from quorumbench.services import sessions
+
+    ctx = make_ctx()
+    winner = sessions.login_with_identity(ctx, "https://github.com", "42", "octocat").account
+    real = sessions._linked
+    calls = []
+
+    def missed_once(*args):
+        calls.append(args)
+        return None if len(calls) == 1 else real(*args)
+
+    monkeypatch.setattr(sessions, "_linked", missed_once)
+    loser = sessions.login_with_identity(ctx, "https://github.com", "42", "octocat")
+    assert loser.account.id == winner.id and len(calls) == 2
+    assert _accounts(ctx) == ["octocat"]  # no orphan account left behind
+
+
+def test_concurrent_first_logins_of_one_identity_share_one_account(make_ctx, db_url):
+    from quorumbench.services.sessions import login_with_identity
+
+    ctx = make_ctx(db_url)
+    start = threading.Barrier(6)
+    got: list[int] = []
+    failed: list[BaseException] = []
+
+    def log_in() -> None:
+        start.wait(5)
+        try:
+            got.append(login_with_identity(ctx, "https://github.com", "7", "hubot").account.id)
+        except BaseException as exc:  # the test reports it
+            failed.append(exc)
+
+    threads = [threading.Thread(target=log_in) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not failed, failed
+    assert len(got) == 6 and len(set(got)) == 1
+    assert _accounts(ctx) == ["hubot"]
