@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from quorumbench.db.models import Runner
-from quorumbench.errors import ConfigError, PermissionDeniedError
+from quorumbench.errors import ConfigError, NotFoundError, PermissionDeniedError
 from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
@@ -19,9 +19,15 @@ _TOUCH_EVERY = timedelta(minutes=1)
 
 
 def runner_for(
-    ctx: ServerContext, principal: Principal, name: str, *, allow_suspended: bool = False
+    ctx: ServerContext,
+    principal: Principal,
+    name: str,
+    *,
+    allow_suspended: bool = False,
+    create: bool = True,
 ) -> Claimant:
-    """The runner ``name`` of this account, created on first use.
+    """The runner ``name`` of this account, created on first use (with ``create``; else
+    NotFoundError: a runner that never pulled holds no lease to renew or submit).
 
     A suspended runner may not pull (PermissionDeniedError); with ``allow_suspended``
     it may still finish what it holds: its results are stored, but not counted.
@@ -36,6 +42,8 @@ def runner_for(
         known = session.scalars(
             select(Runner).where(Runner.account_id == principal.account_id, Runner.name == name)
         ).first()
+    if known is None and not create:
+        raise NotFoundError(f"this account has no runner {name!r}")
     if (
         known is not None
         and not known.suspended

@@ -403,3 +403,43 @@ def test_a_reported_failure_ends_the_lease_and_the_task_goes_to_others(api, peop
     assert pull(api, people, "r2").json()["task"]["id"] == lease["task"]["id"]
     # a failed lease cannot submit
     assert submit(api, people, "r1", lease, 0.5).status_code == 409
+
+
+def test_lease_calls_under_an_unknown_runner_name_make_no_runner(api, people, ctx):
+    """Only a pull (or a key registration) makes a runner: a heartbeat, release, failure
+    report or submission under a name the account never pulled with holds no lease."""
+    from sqlalchemy import func, select
+
+    from quorumbench.db.models import Runner
+
+    register(api, people, hub_ref(4))
+    lease = pull(api, people, "r1").json()
+    base = f"/v0/leases/{lease['lease_id']}"
+    params, headers = {"runner": "never-pulled"}, auth(people["r1"])
+    attempt = {"attempt": lease["attempt"]}
+    with ctx.db.read() as session:
+        before = session.scalar(select(func.count()).select_from(Runner))
+    answers = [
+        api.post(f"{base}/heartbeat", params=params, json=attempt, headers=headers),
+        api.delete(base, params={**params, **attempt}, headers=headers),
+        api.post(
+            f"{base}/failure", params=params, json={**attempt, "reason": "x"}, headers=headers
+        ),
+        api.post(
+            f"{base}/result",
+            params=params,
+            json=signed(api, people, "r1", lease, payload(lease, 1.0)),
+            headers=headers,
+        ),
+    ]
+    for answer in answers:
+        assert_problem(answer, 404, "not-found")
+        assert "no runner 'never-pulled'" in answer.json()["detail"]
+    with ctx.db.read() as session:
+        assert session.scalar(select(func.count()).select_from(Runner)) == before
+        assert session.scalars(select(Runner).where(Runner.name == "never-pulled")).first() is None
+    # the lease itself is untouched: its own runner still renews it
+    renewed = api.post(
+        f"{base}/heartbeat", params={"runner": "r1-box"}, json=attempt, headers=headers
+    )
+    assert renewed.status_code == 200, renewed.text

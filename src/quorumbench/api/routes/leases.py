@@ -48,7 +48,7 @@ def _claimant(
     # A suspended runner may not pull, but may heartbeat, release and submit what it
     # holds: its results are kept for the record and not counted.
     principal = _writer(ctx, token, scope)
-    return runner_for(ctx, principal, runner, allow_suspended=not pulling)
+    return runner_for(ctx, principal, runner, allow_suspended=not pulling, create=pulling)
 
 
 def _lease_out(claim: Claim) -> LeaseOut:
@@ -162,7 +162,7 @@ async def submit(
     def work() -> SubmitOut:
         pulls = () if body.next_pull_key is None else ("task:pull",)
         principal = _writer(ctx, token, "task:submit", *pulls)  # before anything is stored
-        claimant = runner_for(ctx, principal, runner, allow_suspended=True)
+        claimant = runner_for(ctx, principal, runner, allow_suspended=True, create=False)
         outcome = submit_result(ctx, claimant, lease_id, body.attempt, body.result, body.signature)
         out = SubmitOut(**outcome.__dict__)
         if body.next_pull_key is not None:
