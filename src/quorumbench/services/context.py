@@ -87,7 +87,8 @@ class ServerContext:
     """Per benchmark (name, version, data SHA-256): each sample id's subject label, or
     None for an id its data does not have; filled as pages ask (services/site.py)."""
     boards: TtlMemo | None = None
-    """The ranked leaderboards of the web pages, kept ``web_cache_s`` (services/site.py)."""
+    """What the web pages keep ``web_cache_s`` seconds: the ranked leaderboards and the
+    runner counts (services/site.py)."""
 
     def now(self) -> datetime:
         return self.clock()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import and_, func, inspect, select
 
@@ -40,6 +40,7 @@ from quorumbench.services.leaderboard import AGGREGATE
 from quorumbench.services.tasks import get_task
 from quorumbench.settings import ServerSettings
 
+T = TypeVar("T")
 ModelType = Literal["base", "lora", "gguf", "endpoint"]
 MODEL_TYPES: tuple[ModelType, ...] = ("base", "lora", "gguf", "endpoint")
 
@@ -292,17 +293,22 @@ def board(ctx: ServerContext, query: BoardQuery) -> BoardPage:
     if query.sort != "rank" or query.descending:  # else: in rank order already
         kept = _sorted(kept, query.sort, query.descending)
     per_page = max(1, min(query.per_page, 1000))
-    pages = max(1, -(-len(kept) // per_page))
-    page = min(max(1, query.page), pages)
-    start = (page - 1) * per_page
+    shown, page, pages = paged(kept, query.page, per_page)
     return BoardPage(
-        kept[start : start + per_page],
+        shown,
         len(kept),
         ranked.benchmarks,
         ranked.licenses,
         BoardQuery(**{**query.__dict__, "page": page, "per_page": per_page}),
         pages,
     )
+
+
+def paged(rows: list[T], page: int, per_page: int) -> tuple[list[T], int, int]:
+    """Page ``page`` of ``rows`` (clamped to 1..pages), that page's number, and pages."""
+    pages = max(1, -(-len(rows) // per_page))
+    page = min(max(1, page), pages)
+    return rows[(page - 1) * per_page : page * per_page], page, pages
 
 
 def rank_ranges(intervals: Sequence[tuple[float, float]]) -> list[tuple[int, int]]:

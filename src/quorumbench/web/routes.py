@@ -267,11 +267,8 @@ def tasks_page(
                 row["outliers"] = " ".join(map(str, row["outliers"]))
                 row["runner_names"] = " ".join(row["runner_names"])
             return _csv(data.to_csv(list(rows[0]) if rows else ["id"], rows), "tasks")
-        params: dict[str, Any] = {
-            k: v for k, v in (("status", status), ("before", before), ("limit", limit)) if v
-        }
-        if limit == 50:
-            del params["limit"]
+        chosen = (("status", status), ("before", before), ("limit", limit if limit != 50 else None))
+        params: dict[str, Any] = {k: v for k, v in chosen if v}
         query = f"?{urlencode(params)}" if params else ""
         return HTMLResponse(
             render(
@@ -328,9 +325,7 @@ def runners_page(
         if q:
             needle = q.lower()
             runners = [r for r in runners if needle in f"{r.account}/{r.name}".lower()]
-        pages = max(1, -(-len(runners) // per_page))
-        number = min(page, pages)
-        shown = runners[(number - 1) * per_page : number * per_page]
+        shown, number, pages = site.paged(runners, page, per_page)
         rows = [data.runner_dict(r) for r in shown]
         if format == "json":
             return JSONResponse(
