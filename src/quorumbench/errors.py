@@ -15,6 +15,7 @@ QuorumError
 │   ├── DataNotFoundError       the data file or directory is missing
 │   └── ChecksumMismatchError   the bytes do not hash to the pinned SHA-256
 ├── ModelLoadError              model files that cannot be loaded (or are refused)
+│   └── EndpointNotAllowedError an openai: endpoint on a private or local address
 ├── BackendError                a backend failed while evaluating
 │   ├── EndpointError           an OpenAI-compatible endpoint answered badly
 │   ├── SandboxError            the sandboxed evaluation died, was killed or misbehaved
@@ -88,6 +89,13 @@ class ChecksumMismatchError(DataError):
 
 class ModelLoadError(QuorumError):
     code = "model-load-error"
+
+
+class EndpointNotAllowedError(ModelLoadError):
+    """An ``openai:`` endpoint that resolves to a loopback, private, link-local or
+    metadata address (evaluation/endpoints.py)."""
+
+    code = "endpoint-not-allowed"
 
 
 class BackendError(QuorumError):

@@ -98,6 +98,9 @@ class Model(Base):
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime]
+    paused_at: Mapped[datetime | None] = mapped_column(default=None)
+    """Set when the model's tasks kept failing; not scheduled until its owner resumes it."""
+    paused_reason: Mapped[str | None] = mapped_column(String(1000), default=None)
 
     __table_args__ = (
         Index("ix_models_owner_created", "owner_id", "created_at"),
@@ -341,6 +344,26 @@ class LogState(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     size: Mapped[int] = mapped_column(Integer)
     frontier: Mapped[list[Any]]
+    key_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The key that signs the next tree head (a server with another key refuses to start)."""
+
+
+class LogKeyRotation(Base):
+    """A change of the log's signing key: the old and the new key both sign a statement
+    naming each other and the tree head (size, root) after which the new key signs."""
+
+    __tablename__ = "log_key_rotations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    root: Mapped[str] = mapped_column(String(64))
+    timestamp: Mapped[str] = mapped_column(String(40))
+    old_key_id: Mapped[str] = mapped_column(String(64), unique=True)
+    old_public_key: Mapped[str] = mapped_column(String(64))
+    new_key_id: Mapped[str] = mapped_column(String(64), unique=True)
+    new_public_key: Mapped[str] = mapped_column(String(64))
+    old_signature: Mapped[str] = mapped_column(String(128))
+    new_signature: Mapped[str] = mapped_column(String(128))
 
 
 class RunnerKey(Base):
