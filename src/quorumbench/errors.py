@@ -37,6 +37,7 @@ QuorumError
 ├── InvalidSubmissionError      a result that does not match its task
 ├── RegistrationError           a model that may not be registered (too large…)
 └── ServiceUnavailableError     a service we depend on is down; try again later
+    ├── DatabaseUnavailableError the database cannot be reached or used
     ├── QueueUnavailableError   the task queue (Redis) cannot be reached
     └── ServerUnavailableError  (runner side) the server cannot be reached
 ```
@@ -227,6 +228,12 @@ class ServiceUnavailableError(QuorumError):
     """Something we depend on is down; the same request may work later."""
 
     code = "service-unavailable"
+
+
+class DatabaseUnavailableError(ServiceUnavailableError):
+    """The database cannot be reached, refuses the login, or does not exist."""
+
+    code = "database-unavailable"
 
 
 class QueueUnavailableError(ServiceUnavailableError):

@@ -7,6 +7,7 @@ tests build :class:`EvalSettings` directly. Command-line flags override these va
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
 from functools import lru_cache
@@ -47,8 +48,10 @@ def get_settings() -> EvalSettings:
 
 
 def default_data_dir() -> Path:
-    """Where the server keeps its SQLite database when nothing else is configured."""
-    return Path.home() / ".local" / "share" / "quorumbench"
+    """Where the server keeps its state when nothing else is configured:
+    ``$XDG_DATA_HOME/quorumbench`` (``~/.local/share/quorumbench``)."""
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "quorumbench"
 
 
 class QueueSettings(BaseModel):
@@ -253,8 +256,20 @@ class ServerSettings(BaseSettings):
     log_key_file: Path | None = Field(
         None,
         description="Ed25519 key (PEM) that signs the public log's tree heads; "
-        "default <data_dir>/log-signing-key.pem, made on first start.",
+        "default <data_dir>/log-signing-key.pem, made on the first start of a new log.",
     )
+    log_key: SecretStr | None = Field(
+        None,
+        description="The log's Ed25519 key itself (PEM, PKCS#8), e.g. from a secret store, "
+        "instead of QB_LOG_KEY_FILE; never printed or logged.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Least important server log lines written (stderr)."
+    )
+    log_format: Literal["kv", "json"] = Field(
+        "kv", description="Server log lines as key=value text or as JSON objects."
+    )
+    access_log: bool = Field(False, description="Also log every HTTP request (one line each).")
     oauth_providers: list[OAuthProvider] = Field(
         default_factory=list,
         description="OAuth login providers (JSON list of {name, client_id, client_secret, "
@@ -276,6 +291,12 @@ class ServerSettings(BaseSettings):
     def _redis_needs_url(self) -> ServerSettings:
         if self.queue.backend == "redis" and not self.queue.redis_url:
             raise ConfigError("QB_QUEUE__BACKEND=redis needs QB_QUEUE__REDIS_URL")
+        return self
+
+    @model_validator(mode="after")
+    def _one_log_key(self) -> ServerSettings:
+        if self.log_key is not None and self.log_key_file is not None:
+            raise ConfigError("set QB_LOG_KEY or QB_LOG_KEY_FILE, not both")
         return self
 
     @model_validator(mode="after")

@@ -12,14 +12,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from quorumbench import __version__
 from quorumbench.api import problems
+from quorumbench.api.access import AccessLog
 from quorumbench.api.deps import install_hot_path
 from quorumbench.api.routes import auth, board, leases, models, oauth, runners
 from quorumbench.api.routes import log as public_log
+from quorumbench.errors import QuorumError
+from quorumbench.logs import FIELDS, event
 from quorumbench.services.context import ServerContext
+from quorumbench.services.health import health as service_health
 from quorumbench.services.scheduler import tick
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
@@ -29,21 +34,56 @@ log = logging.getLogger("quorumbench.scheduler")
 
 
 class SchedulerThread(threading.Thread):
-    """Runs ``tick`` periodically until stopped."""
+    """Runs ``tick`` periodically until stopped.
+
+    A tick that fails is logged once, in one line, while it keeps failing the same way
+    (a Redis or database that is down would otherwise fill the log every few seconds);
+    the first tick that works again says so.
+    """
 
     def __init__(self, ctx: ServerContext, interval: float) -> None:
         super().__init__(name="quorumbench-scheduler", daemon=True)
         self.ctx = ctx
         self.interval = interval
         self.stopped = threading.Event()
+        self.failing: str | None = None
 
     def run(self) -> None:
         while not self.stopped.is_set():
-            try:
-                tick(self.ctx)
-            except Exception:  # the loop must survive a failed tick; it is logged
-                log.exception("scheduler tick failed")
+            self.tick_once()
             self.stopped.wait(self.interval)
+
+    def tick_once(self) -> None:
+        try:
+            report = tick(self.ctx)
+        except QuorumError as exc:  # a dependency is down: what to do is in the message
+            self._failed(exc.message, None)
+        except Exception as exc:  # the loop must survive a failed tick (a bug): traceback
+            self._failed(f"{type(exc).__name__}: {exc}", exc)
+        else:
+            if self.failing is not None:
+                event(log, "scheduler.recovered", after=self.failing)
+                self.failing = None
+            busy = report.created or report.expired or report.published
+            event(
+                log,
+                "scheduler.tick",
+                level=logging.INFO if busy else logging.DEBUG,
+                epoch=report.epoch,
+                created=report.created,
+                expired=report.expired,
+                published=report.published,
+            )
+
+    def _failed(self, why: str, exc: Exception | None) -> None:
+        if why == self.failing:
+            event(log, "scheduler.failed", level=logging.DEBUG, error=why)
+            return
+        self.failing = why
+        if exc is None:
+            event(log, "scheduler.failed", level=logging.WARNING, error=why)
+        else:
+            log.error("scheduler.failed", exc_info=exc, extra={FIELDS: {"error": why}})
 
     def stop(self) -> None:
         self.stopped.set()
@@ -95,8 +135,19 @@ def create_app(
         app.include_router(auth.dev_router)
     app.include_router(web.router)
 
-    @app.get("/v0/health", tags=["meta"])
-    def health() -> dict[str, str]:
-        return {"status": "ok", "version": __version__}
+    @app.get(
+        "/v0/health",
+        tags=["meta"],
+        responses={503: {"description": "A dependency (database, queue) is down."}},
+    )
+    def health(request: Request) -> JSONResponse:
+        """``ok`` when the database and the task queue answer; else 503 ``unhealthy``,
+        with what is wrong (and what to start) per dependency."""
+        report = service_health(request.app.state.context)
+        code = 200 if report["status"] == "ok" else 503
+        return JSONResponse({**report, "version": __version__}, status_code=code)
+
+    if settings.access_log:
+        app.add_middleware(AccessLog)
 
     return app

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from quorumbench import errors
+from quorumbench.logs import event
 from quorumbench.web import routes as web
 
 log = logging.getLogger("quorumbench.api")
@@ -79,6 +80,17 @@ def problem(
         "instance": request.url.path,
         **extra,
     }
+    if status != 500:  # an internal error is logged with its traceback instead
+        event(
+            log,
+            "request.refused",
+            level=logging.WARNING if status >= 500 else logging.INFO,
+            status=status,
+            code=code,
+            detail=detail,
+            method=request.method,
+            path=request.url.path,
+        )
     headers: dict[str, str] | None = None
     if status == 401:
         headers = {"WWW-Authenticate": "Bearer"}

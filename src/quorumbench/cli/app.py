@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.runner_cmd import runner_app
@@ -35,12 +36,16 @@ account_app = typer.Typer(help="Accounts (admin, on the server machine).", no_ar
 token_app = typer.Typer(
     help="Scoped API tokens (admin, on the server machine).", no_args_is_help=True
 )
+log_app = typer.Typer(
+    help="The public log's signing key (admin, on the server machine).", no_args_is_help=True
+)
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(plugins_app, name="plugins")
 app.add_typer(runner_app, name="runner")
 app.add_typer(db_app, name="db")
 app.add_typer(account_app, name="account")
 app.add_typer(token_app, name="token")
+app.add_typer(log_app, name="log")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -235,7 +240,17 @@ DatabaseUrl = Annotated[
 ]
 DataDir = Annotated[
     Path | None,
-    typer.Option("--data-dir", help="Directory of the default SQLite database (QB_DATA_DIR)."),
+    typer.Option(
+        "--data-dir",
+        help="Directory of the server's state: the default SQLite database and keys "
+        "(else QB_DATA_DIR, else $XDG_DATA_HOME/quorumbench).",
+    ),
+]
+Create = Annotated[
+    bool,
+    typer.Option(
+        "--create", help="Make the database (and its schema) if there is none; else refuse."
+    ),
 ]
 
 
@@ -251,20 +266,58 @@ def serve_command(
         typer.Option("--queue", help="sql (default) or a redis://host:port/db URL (Streams)."),
     ] = None,
     datasets_dir: DatasetsDir = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="debug, info, warning or error (else QB_LOG_LEVEL, else info).",
+            show_default=False,
+        ),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            help="kv (key=value lines) or json (else QB_LOG_FORMAT, else kv).",
+            show_default=False,
+        ),
+    ] = None,
+    access_log: Annotated[
+        bool | None,
+        typer.Option(
+            "--access-log/--no-access-log",
+            help="Also log every HTTP request (else QB_ACCESS_LOG, else off).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Run the coordination server (JSON API under /v0, OpenAPI at /docs)."""
+    """Run the coordination server (JSON API under /v0, OpenAPI at /docs); it makes its
+    database on first start and logs one line per event to stderr."""
     from quorumbench.cli.server_cmd import serve
 
-    serve(host, port, database_url, data_dir, queue, datasets_dir, console)
+    serve(
+        host,
+        port,
+        database_url,
+        data_dir,
+        queue,
+        datasets_dir,
+        console,
+        log_level=log_level,
+        log_format=log_format,
+        access_log=access_log,
+    )
 
 
 @db_app.command("upgrade")
 @handle_errors
-def db_upgrade_command(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+def db_upgrade_command(
+    database_url: DatabaseUrl = None, data_dir: DataDir = None, create: Create = False
+) -> None:
     """Apply pending schema migrations (the server also does this at start)."""
     from quorumbench.cli.server_cmd import db_upgrade
 
-    db_upgrade(database_url, data_dir, console)
+    db_upgrade(database_url, data_dir, create, console)
 
 
 @account_app.command("create")
@@ -274,11 +327,12 @@ def account_create_command(
     admin: Annotated[bool, typer.Option("--admin", help="Make it an admin account.")] = False,
     database_url: DatabaseUrl = None,
     data_dir: DataDir = None,
+    create: Create = False,
 ) -> None:
-    """Create an account."""
+    """Create an account in the server's database (named in the answer)."""
     from quorumbench.cli.server_cmd import account_create
 
-    account_create(name, admin, database_url, data_dir, console)
+    account_create(name, admin, database_url, data_dir, create, console)
 
 
 @token_app.command("issue")
@@ -304,6 +358,27 @@ def token_issue_command(
     from quorumbench.cli.server_cmd import token_issue
 
     token_issue(account, scope, name, expires_days, database_url, data_dir, console)
+
+
+@log_app.command("rotate-key")
+@handle_errors
+def log_rotate_key_command(
+    new_key_file: Annotated[
+        Path,
+        typer.Option(
+            "--new-key-file",
+            dir_okay=False,
+            help="The new Ed25519 key (PEM); made there (mode 0600) if the file is missing.",
+        ),
+    ],
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Hand the public log to a new signing key: the current key (QB_LOG_KEY_FILE or
+    QB_LOG_KEY) and the new one sign a statement naming both, which `verify` follows."""
+    from quorumbench.cli.server_cmd import log_rotate_key
+
+    log_rotate_key(new_key_file, database_url, data_dir, console)
 
 
 @app.command("leaderboard")
@@ -362,12 +437,19 @@ def verify_command(
         f"head(s), {report.rows_compared} leaderboard rows, {report.signatures_checked} "
         f"runner signatures and the sample ids of {report.samples_checked} tasks checked"
     )
+    if report.key_rotations:
+        console.print(
+            f"followed {report.key_rotations} rotation(s) of the log key, each signed by the "
+            "key before it"
+        )
     if report.unsigned_results:
         console.print(f"{report.unsigned_results} result(s) in the log carry no signature")
     for reason, count in sorted(report.samples_unchecked.items()):
-        console.print(f"sample ids not re-derived for {count} task(s): {reason}")
+        console.print(f"sample ids not re-derived for {count} task(s): {escape(reason)}")
     for problem in report.problems:
-        err_console.print(f"[bold red]mismatch:[/] {problem}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[bold red]mismatch:[/] {escape(str(problem))}", highlight=False, soft_wrap=True
+        )
     if report.problems:
         raise typer.Exit(1)
     console.print("[green]everything verifies[/]")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import logging
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from quorumbench.errors import ConfigError, QuorumError
@@ -47,59 +53,179 @@ def serve(
     queue: str | None,
     datasets_dir: Path | None,
     console: Console,
+    *,
+    log_level: str | None = None,
+    log_format: str | None = None,
+    access_log: bool | None = None,
+) -> None:
+    """Bind the port, build the server (database, benchmarks, log key: any problem is one
+    line before anything is served), say where its state lives, then serve."""
+    from quorumbench import logs
+    from quorumbench.settings import get_settings
+
+    settings = server_settings(
+        database_url,
+        data_dir,
+        queue,
+        log_level=log_level,
+        log_format=log_format,
+        access_log=access_log,
+    )
+    settings.check_listen_address(host)
+    with logs.configured(settings.log_level, settings.log_format):
+        _serve(settings, host, port, datasets_dir or get_settings().datasets_dir, console)
+
+
+def _serve(
+    settings: Any, host: str, port: int, datasets_dir: Path | None, console: Console
 ) -> None:
     import uvicorn
 
+    from quorumbench import logs
     from quorumbench.api.app import create_app
-    from quorumbench.settings import get_settings
+    from quorumbench.services.wiring import build_context
 
-    settings = server_settings(database_url, data_dir, queue)
-    settings.check_listen_address(host)
     if settings.insecure_dev_login:
         console.print(
             "[bold red]INSECURE:[/] QB_INSECURE_DEV_LOGIN is on: POST /v0/auth/dev-login "
             "gives anyone a session as any account (development only)"
         )
-    app = create_app(settings, datasets_dir=datasets_dir or get_settings().datasets_dir)
+    sock = bind(host, port)
+    try:
+        ctx = build_context(settings, datasets_dir=datasets_dir)
+        try:
+            _announce(ctx, host, sock.getsockname()[1], console)
+            app = create_app(settings, context=ctx)
+            config = uvicorn.Config(
+                app, log_config=None, access_log=False, ws="none", lifespan="on"
+            )
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            ctx.close()
+            logs.event(_log, "server.stop")
+    finally:
+        sock.close()
+
+
+_log = logging.getLogger("quorumbench.server")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or one line saying why there is none."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"--host {host!r}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is in use (another server?): stop it or pass --port"
+            ) from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _announce(ctx: Any, host: str, port: int, console: Console) -> None:
+    """The startup lines: where every piece of state lives; the queue's health."""
+    from quorumbench import __version__, logs
+    from quorumbench.services.health import state_locations
+
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}"
+    facts = state_locations(ctx)
     console.print(
-        f"QuorumBench server on http://{host}:{port} (API /v0, docs /docs); "
-        f"database {settings.sqlalchemy_url.split('@')[-1]}, queue {settings.queue.backend}"
+        f"QuorumBench {__version__} server on {escape(url)} (API /v0, docs /docs)",
+        highlight=False,
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning", ws="none")
+    for label, value in facts:
+        console.print(f"  {label:<12} {escape(value)}", highlight=False)
+    fields: dict[str, Any] = {label.replace(" ", "_"): value for label, value in facts}
+    logs.event(
+        _log,
+        "server.start",
+        version=__version__,
+        url=url,
+        log_level=ctx.settings.log_level,
+        **fields,
+    )
+    try:
+        warnings = ctx.queue.check()
+    except QuorumError as exc:
+        warnings = [f"{exc.message} (the server starts; /v0/health reports it until it answers)"]
+    for warning in warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+        logs.event(_log, "server.warning", level=logging.WARNING, detail=warning)
 
 
-def db_upgrade(database_url: str | None, data_dir: Path | None, console: Console) -> None:
-    from quorumbench.db.engine import connect
-    from quorumbench.db.migrate import upgrade
+def db_upgrade(
+    database_url: str | None, data_dir: Path | None, create: bool, console: Console
+) -> None:
+    from quorumbench.db.migrate import current_revision, head_revision
+    from quorumbench.services.wiring import check_schema, open_database
 
     settings = server_settings(database_url, data_dir)
-    db = connect(settings.sqlalchemy_url)
+    db = open_database(settings, create=create)
     try:
-        upgrade(db)
+        before = current_revision(db)
+        check_schema(db, create=create, migrate=True)
+        where = _describe(db.url)
     finally:
         db.dispose()
-    console.print("database schema is up to date")
+    head = head_revision()
+    if before == head:
+        console.print(f"database {escape(where)} is at schema {head} (up to date)", highlight=False)
+    else:
+        console.print(
+            f"database {escape(where)}: schema {before or 'none'} -> {head}", highlight=False
+        )
 
 
-def _context(database_url: str | None, data_dir: Path | None) -> Any:
-    from quorumbench.services.wiring import build_context
+def _describe(url: str) -> str:
+    """A database URL as it may be printed (no password)."""
+    from quorumbench.db.engine import describe_url
 
-    settings = server_settings(database_url, data_dir, benchmarks=[])
-    return build_context(settings)
+    return describe_url(url)
+
+
+@contextmanager
+def admin(database_url: str | None, data_dir: Path | None, create: bool = False) -> Iterator[Any]:
+    """The context of an admin command: the server's settings, its existing database
+    (made only with ``create``); it changes nothing the server schedules."""
+    from quorumbench.services.wiring import admin_context
+
+    ctx = admin_context(server_settings(database_url, data_dir), create=create)
+    try:
+        yield ctx
+    finally:
+        ctx.close()
 
 
 def account_create(
-    name: str, admin: bool, database_url: str | None, data_dir: Path | None, console: Console
+    name: str,
+    is_admin: bool,
+    database_url: str | None,
+    data_dir: Path | None,
+    create: bool,
+    console: Console,
 ) -> None:
     from quorumbench.services.accounts import create_account
 
-    ctx = _context(database_url, data_dir)
-    try:
-        account = create_account(ctx, name, is_admin=admin)
-    finally:
-        ctx.close()
-    kind = "admin account" if admin else "account"
-    console.print(f"created {kind} {account.name!r} (id {account.id})")
+    with admin(database_url, data_dir, create) as ctx:
+        account = create_account(ctx, name, is_admin=is_admin)
+        where = _describe(ctx.db.url)
+    kind = "admin account" if is_admin else "account"
+    console.print(
+        f"created {kind} {escape(repr(account.name))} (id {account.id}) in {escape(where)}",
+        highlight=False,
+    )
 
 
 def token_issue(
@@ -113,8 +239,7 @@ def token_issue(
 ) -> None:
     from quorumbench.services.accounts import DEFAULT_SCOPES, issue_token
 
-    ctx = _context(database_url, data_dir)
-    try:
+    with admin(database_url, data_dir) as ctx:
         issued = issue_token(
             ctx,
             account,
@@ -122,12 +247,47 @@ def token_issue(
             name=name,
             expires_in=timedelta(days=expires_days) if expires_days else None,
         )
-    finally:
-        ctx.close()
+        where = _describe(ctx.db.url)
     console.print(
-        f"token for {account!r} (scopes: {issued.record.scopes}); shown once, store it now:"
+        f"token for {escape(repr(account))} (scopes: {escape(issued.record.scopes)}) in "
+        f"{escape(where)}; shown once, store it now:",
+        highlight=False,
     )
     print(issued.token)  # noqa: T201 - the one place a token is shown, plain for scripts
+
+
+def log_rotate_key(
+    new_key_file: Path, database_url: str | None, data_dir: Path | None, console: Console
+) -> None:
+    from quorumbench.services.publiclog import load_signer, rotate_key
+
+    made = not new_key_file.exists()
+    new = load_signer(new_key_file, create=True)
+    with admin(database_url, data_dir) as ctx:
+        try:
+            rotation = rotate_key(ctx, new)
+        except BaseException:
+            if made:
+                new_key_file.unlink(missing_ok=True)
+            raise
+        where = _describe(ctx.db.url)
+    from quorumbench import logs
+
+    logs.event(
+        _log,
+        "log.key_rotated",
+        size=rotation.size,
+        old_key_id=rotation.old_key_id,
+        new_key_id=rotation.new_key_id,
+    )
+    console.print(
+        f"log key of {escape(where)} rotated after tree size {rotation.size}: "
+        f"{rotation.old_key_id} -> {rotation.new_key_id} ({'made' if made else 'read'} "
+        f"{escape(str(new_key_file))}). Point every server replica at the new key "
+        f"(QB_LOG_KEY_FILE={escape(str(new_key_file))}, or QB_LOG_KEY) and restart them: "
+        "a replica still holding the old key refuses to start and to sign.",
+        highlight=False,
+    )
 
 
 def leaderboard(server: str, benchmark: str | None, limit: int, console: Console) -> None:
@@ -141,19 +301,22 @@ def leaderboard(server: str, benchmark: str | None, limit: int, console: Console
     except httpx.HTTPError as exc:
         raise ConfigError(f"cannot reach {server}: {type(exc).__name__}") from exc
     if response.status_code != 200:
-        detail = response.json().get("detail", response.text) if response.content else ""
+        try:
+            detail = response.json().get("detail", "")
+        except ValueError:
+            detail = response.text[:200]
         raise QuorumError(f"{server} answered HTTP {response.status_code}: {detail}")
     print_leaderboard(console, response.json()["rows"], benchmark or "aggregate")
 
 
 def print_leaderboard(console: Console, rows: list[dict[str, Any]], title: str) -> None:
-    table = Table(title=f"leaderboard — {title}", title_justify="left")
+    table = Table(title=f"leaderboard — {escape(title)}", title_justify="left")
     for column in ("#", "model", "score", "95% CI", "samples", "tasks"):
         table.add_column(column, justify="right" if column not in ("model",) else "left")
     for row in rows:
         table.add_row(
             str(row["rank"]),
-            row["model"],
+            escape(row["model"]),
             f"{row['score']:.3f}",
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f}",
             str(row["n_samples"]),

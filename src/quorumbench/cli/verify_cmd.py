@@ -5,7 +5,8 @@ from the entries alone: each head's Ed25519 signature, each entry's leaf, the ro
 every head it saw on earlier runs (same size, same root; the log never shrinks; the
 served consistency proof holds), a served inclusion proof, and the leaderboard,
 recomputed from the DONE entries and compared row by row with the server's. What
-it saw is kept in a state file for the next run (the key is pinned on first use).
+it saw is kept in a state file for the next run (the key is pinned on first use, and
+a later key is accepted only through rotations signed by the key before it).
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from rich.console import Console
 from rich.progress import Progress
 
 from quorumbench.core.canonical import sha256_hex
-from quorumbench.core.merkle import ProofError, verify_inclusion
+from quorumbench.core.merkle import ProofError, root, verify_inclusion
 from quorumbench.core.publiclog import (
     Problem,
     check_canaries,
     check_consistency_proof,
+    check_key_chain,
     check_log,
     check_result_signatures,
     entry_leaf,
@@ -58,6 +60,8 @@ class Report:
     signatures_checked: int = 0
     unsigned_results: int = 0
     samples_checked: int = 0
+    key_rotations: int = 0
+    """Rotations of the log's key followed (each signed by the old and the new key)."""
     samples_unchecked: dict[str, int] = field(default_factory=dict)
     """Entries whose sample ids could not be re-derived here, by reason."""
     problems: list[Problem] = field(default_factory=list)
@@ -69,10 +73,19 @@ class _Server:
         self.client = httpx.Client(base_url=self.url, timeout=60.0)
 
     def get(self, path: str, **params: Any) -> Any:
+        found = self.get_optional(path, **params)
+        if found is None:
+            raise QuorumError(f"{self.url}{path} answered HTTP 404")
+        return found
+
+    def get_optional(self, path: str, **params: Any) -> Any:
+        """The JSON at ``path``, or None when the server has no such thing (404)."""
         try:
             response = self.client.get(path, params=params)
         except httpx.HTTPError as exc:
             raise ConfigError(f"cannot reach {self.url}: {type(exc).__name__}") from exc
+        if response.status_code == 404:
+            return None
         if response.status_code != 200:
             raise QuorumError(f"{self.url}{path} answered HTTP {response.status_code}")
         return response.json()
@@ -87,17 +100,22 @@ def _runner_signature_holds(message: bytes, signature_hex: str, public_hex: str)
     return True
 
 
-def _signature_checker(public_hex: str, key_id: str) -> Any:
-    key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex))
+def _log_signature_holds(message: bytes, signature_hex: str, public_hex: str) -> bool:
+    """Ed25519 with the public key ``public_hex`` (the log's keys, rotations)."""
+    try:
+        key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex))
+        key.verify(bytes.fromhex(signature_hex), message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def _signature_checker(keys: Mapping[str, str]) -> Any:
+    """Checks a tree head's signature with the key of its ``key_id`` (one of ``keys``)."""
 
     def check(message: bytes, signature_hex: str, signed_by: str) -> bool:
-        if signed_by != key_id:
-            return False
-        try:
-            key.verify(bytes.fromhex(signature_hex), message)
-        except (InvalidSignature, ValueError):
-            return False
-        return True
+        public = keys.get(signed_by)
+        return public is not None and _log_signature_holds(message, signature_hex, public)
 
     return check
 
@@ -122,10 +140,7 @@ def _verify(
     if sha256_hex(bytes.fromhex(key["public_key"])) != key["key_id"]:
         report.problems.append(Problem("log key", "key id is not the hash of the key"))
     pinned = state.get("public_key")
-    if pinned and pinned != key["public_key"]:
-        report.problems.append(Problem("log key", "differs from the key pinned on the first run"))
-    public = pinned or key["public_key"]
-    checker = _signature_checker(public, sha256_hex(bytes.fromhex(public)))
+    keys = server.get_optional("/v0/log/keys") or {"rotations": []}
     head = server.get("/v0/log/head")
     entries: list[dict[str, Any]] = []
     with Progress(console=console, transient=True) as progress:
@@ -139,7 +154,16 @@ def _verify(
     entries = entries[: head["size"]] if len(entries) > head["size"] else entries
     seen: list[dict[str, Any]] = state.get("heads", [])
     report.entries, report.size, report.heads_checked = len(entries), head["size"], len(seen) + 1
-    report.problems += check_log(entries, head, checker, seen)
+    leaves = [entry_leaf(row["entry"]) for row in entries]
+
+    def root_at(size: int) -> str | None:
+        return root(leaves[:size]).hex() if size <= len(leaves) else None
+
+    chain, problems = check_key_chain(keys["rotations"], key, pinned, root_at, _log_signature_holds)
+    report.problems += problems
+    report.key_rotations = len(keys["rotations"])
+    checker = _signature_checker(chain.public_keys())
+    report.problems += check_log(entries, head, checker, seen, key_at=chain.key_at)
     for old in seen[-1:]:  # the newest head seen before: ask the server to prove it
         if 0 < old["size"] <= head["size"]:
             proof = server.get("/v0/log/proof/consistency", first=old["size"], second=head["size"])
@@ -159,7 +183,8 @@ def _verify(
     if not any(p.where in ("log key",) for p in report.problems):
         state_file.parent.mkdir(parents=True, exist_ok=True)
         heads = [h for h in seen if h["size"] != head["size"]] + [head]
-        state_file.write_text(json.dumps({"public_key": public, "heads": heads[-50:]}, indent=1))
+        pin = {"public_key": key["public_key"], "heads": heads[-50:]}
+        state_file.write_text(json.dumps(pin, indent=1))
     return report
 
 

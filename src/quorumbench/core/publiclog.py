@@ -51,6 +51,96 @@ def head_message(size: int, root_hex: str, timestamp: str, key_id: str) -> bytes
     )
 
 
+ROTATION_FIELDS = (
+    "size",
+    "root",
+    "timestamp",
+    "old_key_id",
+    "old_public_key",
+    "new_key_id",
+    "new_public_key",
+)
+"""What a key rotation statement says; the old and the new key both sign it."""
+
+
+def rotation_message(rotation: Mapping[str, Any]) -> bytes:
+    """The bytes both signatures of a key rotation cover: the log's name, the tree head
+    (size, root) after which the new key signs, the time, and both keys."""
+    return canonical_json({"log": LOG_NAME, "rotation": {k: rotation[k] for k in ROTATION_FIELDS}})
+
+
+@dataclass(frozen=True)
+class KeyChain:
+    """The log's keys in order: (first tree size the key signs, key id, public key hex).
+
+    The first key signs heads from size 0; a rotation at size ``s`` hands every head
+    larger than ``s`` to the next key.
+    """
+
+    keys: tuple[tuple[int, str, str], ...]
+
+    def key_at(self, size: int) -> str:
+        """The id of the key that must sign the head of ``size``."""
+        found = self.keys[0][1]
+        for first, key_id, _ in self.keys:
+            if first <= size:
+                found = key_id
+        return found
+
+    def public_keys(self) -> dict[str, str]:
+        return {key_id: public for _, key_id, public in self.keys}
+
+
+def check_key_chain(
+    rotations: Sequence[Mapping[str, Any]],
+    current: Mapping[str, Any],
+    pinned_public: str | None,
+    root_at: Callable[[int], str | None],
+    verify: Callable[[bytes, str, str], bool],
+) -> tuple[KeyChain, list[Problem]]:
+    """Follow the served key rotations from the first key to ``current``.
+
+    Each rotation must be signed by its old and its new key (``verify(message,
+    signature_hex, public_key_hex)``), start where the previous one ended, and name a
+    tree head that the downloaded entries give (``root_at(size)`` is their root of the
+    first ``size`` entries, None when there are fewer). The last key must be the one
+    the server serves now, and a key this verifier pinned earlier must be in the chain:
+    a key that changed without a rotation signed by the old key is reported.
+    """
+    problems: list[Problem] = []
+    first_public = rotations[0]["old_public_key"] if rotations else current["public_key"]
+    keys: list[tuple[int, str, str]] = [(0, sha256_hex(bytes.fromhex(first_public)), first_public)]
+    for number, rotation in enumerate(rotations, start=1):
+        where = f"log key rotation {number} (at size {rotation['size']})"
+        for side in ("old", "new"):
+            public = rotation[f"{side}_public_key"]
+            if sha256_hex(bytes.fromhex(public)) != rotation[f"{side}_key_id"]:
+                problems.append(Problem(where, f"{side} key id is not the hash of the key"))
+            if not verify(rotation_message(rotation), rotation[f"{side}_signature"], public):
+                problems.append(Problem(where, f"the {side} key's signature does not verify"))
+        if rotation["old_public_key"] != keys[-1][2]:
+            problems.append(Problem(where, "does not start from the key before it"))
+        if rotation["size"] + 1 < keys[-1][0]:
+            problems.append(Problem(where, "goes back in the log"))
+        logged = root_at(rotation["size"])
+        if logged is None:
+            problems.append(Problem(where, "names a tree size beyond the log (it shrank?)"))
+        elif logged != rotation["root"]:
+            problems.append(Problem(where, "names a root the entries do not give"))
+        keys.append((rotation["size"] + 1, rotation["new_key_id"], rotation["new_public_key"]))
+    if keys[-1][2] != current["public_key"]:
+        problems.append(Problem("log key", "the served key is not the last key of its rotations"))
+    if pinned_public is not None and pinned_public not in {public for *_, public in keys}:
+        problems.append(
+            Problem(
+                "log key",
+                "differs from the key pinned on the first run, and no rotation signed by "
+                "the pinned key leads to it",
+            )
+        )
+    return KeyChain(tuple(keys)), problems
+
+
 def frontier_append(frontier: list[tuple[int, bytes]], leaf: bytes) -> list[tuple[int, bytes]]:
     """Add a leaf to a compact range: the (size, hash) of the perfect subtrees that
     make up the tree, largest first. O(log n) per leaf."""
@@ -87,17 +177,25 @@ def check_log(
     head: Mapping[str, Any],
     verify_signature: Callable[[bytes, str, str], bool],
     seen_heads: Sequence[Mapping[str, Any]] = (),
+    key_at: Callable[[int], str] | None = None,
 ) -> list[Problem]:
     """Every problem with a downloaded log; an empty list when it all holds.
 
     ``entries`` are the served rows (``index``, ``leaf_hash``, ``entry``) in order,
     ``head`` the newest signed tree head, ``seen_heads`` heads this verifier saw
     before (its memory between runs). ``verify_signature(message, signature_hex,
-    key_id)`` says whether the signature is the log key's.
+    key_id)`` says whether the signature is that log key's; ``key_at(size)``, when
+    given, names the key that must have signed the head of that size (after key
+    rotations, see :class:`KeyChain`).
     """
     problems: list[Problem] = []
     heads = [*seen_heads, head]
     for h in heads:
+        if key_at is not None and h["key_id"] != key_at(h["size"]):
+            problems.append(
+                Problem(f"tree head size {h['size']}", "signed by a key that does not sign it")
+            )
+            continue
         message = head_message(h["size"], h["root"], h["timestamp"], h["key_id"])
         if not verify_signature(message, h["signature"], h["key_id"]):
             problems.append(Problem(f"tree head size {h['size']}", "signature does not verify"))

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, bindparam, create_engine, event, select
+from sqlalchemy import Connection, Engine, Table, bindparam, create_engine, event, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from quorumbench.errors import ConfigError
+from quorumbench.errors import ConfigError, DatabaseUnavailableError
 
 Executor = Session | Connection
 """Where statements run: an ORM session or, on hot paths, a plain connection."""
@@ -139,6 +140,39 @@ def _locked_row_statements(table: Table, key: tuple[str, ...], dialect: str) -> 
     if dialect == "postgresql":
         read = read.with_for_update()
     return make.on_conflict_do_nothing(), read
+
+
+def describe_url(url: str) -> str:
+    """``url`` as it may be printed and logged: the password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL is refused elsewhere; print nothing of it
+        return "<invalid database URL>"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None for other databases and in-memory SQLite)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).expanduser()
+
+
+def check_connection(db: Database) -> None:
+    """One round trip; a DatabaseUnavailableError in one line when it fails."""
+    try:
+        with db.read_engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        raise DatabaseUnavailableError(
+            f"cannot use the database {describe_url(db.url)}: {_first_line(exc)}"
+        ) from exc
+
+
+def _first_line(exc: SQLAlchemyError) -> str:
+    cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return lines[0] if lines else type(cause).__name__
 
 
 def connect(url: str) -> Database:

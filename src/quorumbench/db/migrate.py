@@ -6,6 +6,8 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from quorumbench.db.engine import Database
 
@@ -34,3 +36,25 @@ def downgrade(db: Database, revision: str) -> None:
         config.attributes["connection"] = connection
         command.downgrade(config, revision)
         connection.commit()
+
+
+def current_revision(db: Database) -> str | None:
+    """The schema revision the database is at (None: no QuorumBench schema yet)."""
+    with db.read_engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str:
+    """The newest schema revision this version of QuorumBench knows."""
+    head = _scripts().get_current_head()
+    assert head is not None
+    return head
+
+
+def known_revision(revision: str) -> bool:
+    """Whether this version of QuorumBench has a migration of that revision."""
+    return any(script.revision == revision for script in _scripts().walk_revisions())
+
+
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config("sqlite://"))

@@ -149,6 +149,7 @@ class Task(Base):
             sqlite_where=text("finalized_at IS NULL AND open_slots > 0"),
         ),
         Index("ix_tasks_status_id", "status", "id"),
+        Index("ix_tasks_epoch_id", "epoch_id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

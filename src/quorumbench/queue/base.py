@@ -71,4 +71,13 @@ class TaskQueue(Protocol):
         """Tell the queue these tasks have new open slots (new, released, re-queued)."""
         ...
 
+    def check(self) -> list[str]:
+        """Raise QueueUnavailableError if the queue cannot be used now; else the
+        warnings an operator should see (e.g. Redis without AOF persistence)."""
+        ...
+
+    def describe(self) -> str:
+        """Where the queue lives, as it may be printed (no password)."""
+        ...
+
     def close(self) -> None: ...

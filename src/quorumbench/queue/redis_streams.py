@@ -388,6 +388,34 @@ class RedisStreamTaskQueue:
             if start == "0-0":
                 return
 
+    def check(self) -> list[str]:
+        """PING Redis (QueueUnavailableError naming what to start if it does not answer);
+        a warning when it runs without AOF persistence (see the module docstring)."""
+        try:
+            self.redis.ping()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise QueueUnavailableError(
+                f"cannot reach Redis at {self._where} (the task queue): {exc}; start Redis "
+                "there or fix QB_QUEUE__REDIS_URL / --queue"
+            ) from exc
+        except RedisError as exc:
+            raise QueueUnavailableError(f"Redis at {self._where} refused PING: {exc}") from exc
+        try:
+            appendonly = self.redis.config_get("appendonly").get("appendonly")
+        except RedisError:  # CONFIG is often disabled on managed Redis: nothing to say
+            return []
+        if appendonly == "no":
+            return [
+                f"Redis at {self._where} runs without AOF persistence (appendonly no): task "
+                "slots published to the stream do not survive a Redis restart (the server "
+                "finds them again through the database, more slowly); run Redis with "
+                "--appendonly yes (docs/server.md, Running in production)"
+            ]
+        return []
+
+    def describe(self) -> str:
+        return f"redis {self._where} (stream {self.stream!r})"
+
     def close(self) -> None:
         """Close the Redis connections; the database belongs to the caller."""
         self.redis.close()

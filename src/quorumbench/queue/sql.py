@@ -388,5 +388,12 @@ class SqlTaskQueue:
     def publish(self, task_ids: list[int]) -> None:
         """Nothing to do: claimable tasks are found by query."""
 
+    def check(self) -> list[str]:
+        """The database is the queue: checked as the database (services/health.py)."""
+        return []
+
+    def describe(self) -> str:
+        return "sql (in the database)"
+
     def close(self) -> None:
         """Nothing to close: the database belongs to the caller."""

@@ -89,6 +89,8 @@ class ServerContext:
     boards: TtlMemo | None = None
     """What the web pages keep ``web_cache_s`` seconds: the ranked leaderboards and the
     runner counts (services/site.py)."""
+    created: bool = False
+    """The database had no QuorumBench schema when this context was built (a new one)."""
 
     def now(self) -> datetime:
         return self.clock()

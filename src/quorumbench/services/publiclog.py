@@ -21,15 +21,25 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Connection, Integer, bindparam, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.consensus import Verdict
 from quorumbench.core.merkle import consistency_proof, inclusion_proof
-from quorumbench.core.publiclog import entry_leaf, frontier_append, frontier_root, head_message
+from quorumbench.core.publiclog import (
+    ROTATION_FIELDS,
+    entry_leaf,
+    frontier_append,
+    frontier_root,
+    head_message,
+    rotation_message,
+)
+from quorumbench.db.engine import describe_url
 from quorumbench.db.models import (
     Benchmark,
     Lease,
     LogEntry,
+    LogKeyRotation,
     LogState,
     Model,
     Result,
@@ -37,8 +47,9 @@ from quorumbench.db.models import (
     Task,
     TreeHead,
 )
-from quorumbench.errors import ConfigError, NotFoundError
+from quorumbench.errors import ConfigError, NotFoundError, ServiceUnavailableError
 from quorumbench.services.context import ServerContext
+from quorumbench.settings import ServerSettings
 
 KEY_FILE_NAME = "log-signing-key.pem"
 MAX_ENTRIES_PER_PAGE = 1000
@@ -55,32 +66,59 @@ class LogSigner:
         return self.key.sign(message).hex()
 
 
-def load_signer(path: Path) -> LogSigner:
-    """The key at ``path``; a new one is made there (mode 0600) if there is none."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pem = Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass  # another process made it first: read theirs
-        else:
-            with os.fdopen(fd, "wb") as out:
-                out.write(pem)
-    try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the log signing key {path}: {exc}") from exc
+def _signer(key: object, where: str) -> LogSigner:
     if not isinstance(key, Ed25519PrivateKey):
-        raise ConfigError(f"the log signing key {path} is not an Ed25519 key")
+        raise ConfigError(f"the log signing key {where} is not an Ed25519 key")
     public = key.public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw
     )
     return LogSigner(key, public.hex(), sha256_hex(public))
+
+
+def signer_from_pem(pem: bytes, where: str) -> LogSigner:
+    """The Ed25519 key in ``pem`` (PKCS#8, unencrypted); ``where`` names it in errors."""
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot read the log signing key {where}: {exc}") from exc
+    return _signer(key, where)
+
+
+def make_key_file(path: Path) -> None:
+    """Write a new Ed25519 key to ``path`` (mode 0600) unless a file is there already."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return  # another process made it first: theirs is read
+    with os.fdopen(fd, "wb") as out:
+        out.write(pem)
+
+
+def load_signer(path: Path, *, create: bool = False) -> LogSigner:
+    """The key at ``path``; with ``create``, a new one is made there if there is none."""
+    if create and not path.exists():
+        make_key_file(path)
+    try:
+        pem = path.read_bytes()
+    except FileNotFoundError:
+        raise MissingLogKeyError(path) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the log signing key {path}: {exc}") from exc
+    return signer_from_pem(pem, str(path))
+
+
+class MissingLogKeyError(ConfigError):
+    """The log's key file is not there (and may not be made: the log has heads)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"there is no log signing key at {path}")
+        self.path = path
 
 
 def cached_signer(ctx: ServerContext, attribute: str, path: Path) -> LogSigner:
@@ -88,20 +126,44 @@ def cached_signer(ctx: ServerContext, attribute: str, path: Path) -> LogSigner:
     if getattr(ctx, attribute) is None:
         with _LOAD_LOCK:
             if getattr(ctx, attribute) is None:
-                setattr(ctx, attribute, load_signer(path))
+                setattr(ctx, attribute, load_signer(path, create=True))
     signer: LogSigner = getattr(ctx, attribute)
     return signer
 
 
+def key_location(settings: ServerSettings) -> str:
+    """Where the log key comes from, as the startup lines and errors name it."""
+    if settings.log_key is not None:
+        return "QB_LOG_KEY (a secret in the environment)"
+    return str(log_key_path(settings))
+
+
+def log_key_path(settings: ServerSettings) -> Path:
+    return settings.log_key_file or settings.data_dir / KEY_FILE_NAME
+
+
+def read_signer(settings: ServerSettings, *, create: bool = False) -> LogSigner:
+    """The log key the settings name: ``QB_LOG_KEY`` (PEM), else the key file (made
+    there when ``create`` and missing)."""
+    if settings.log_key is not None:
+        return signer_from_pem(settings.log_key.get_secret_value().encode(), "in QB_LOG_KEY")
+    return load_signer(log_key_path(settings), create=create)
+
+
 def signer_for(ctx: ServerContext) -> LogSigner:
-    """The key that signs the log's tree heads."""
-    path = ctx.settings.log_key_file or ctx.settings.data_dir / KEY_FILE_NAME
-    return cached_signer(ctx, "log_signer", path)
+    """The key that signs the log's tree heads (loaded once; never made here: see
+    :func:`ensure_log`)."""
+    if ctx.log_signer is None:
+        with _LOAD_LOCK:
+            if ctx.log_signer is None:
+                ctx.log_signer = read_signer(ctx.settings)
+    signer: LogSigner = ctx.log_signer
+    return signer
 
 
 # --- appending --------------------------------------------------------------------
 
-_EMPTY_STATE: dict[str, Any] = {"size": 0, "frontier": []}
+_EMPTY_STATE: dict[str, Any] = {"size": 0, "frontier": [], "key_id": None}
 _SET_STATE = update(LogState).where(LogState.id == 1)
 _TASK = (
     select(
@@ -225,6 +287,13 @@ def append(
 ) -> int:
     """Append ``entry`` and sign the new tree head, in the caller's transaction."""
     state = ctx.db.locked_row(conn, LogState, {"id": 1}, _EMPTY_STATE)
+    signer = signer_for(ctx)
+    if state.key_id is not None and state.key_id != signer.key_id:
+        raise ServiceUnavailableError(
+            f"the public log is now signed by key {state.key_id} (rotated), but this server "
+            f"still has key {signer.key_id}: restart it with the new key "
+            f"({key_location(ctx.settings)})"
+        )
     leaf = entry_leaf(entry)
     conn.execute(
         insert(LogEntry),
@@ -238,15 +307,21 @@ def append(
     )
     frontier = frontier_append([(s, bytes.fromhex(h)) for s, h in state.frontier], leaf)
     size = state.size + 1
-    _sign_head(ctx, conn, size, frontier_root(frontier).hex(), now)
-    conn.execute(_SET_STATE, {"size": size, "frontier": [[s, h.hex()] for s, h in frontier]})
+    _sign_head(conn, signer, size, frontier_root(frontier).hex(), now)
+    conn.execute(
+        _SET_STATE,
+        {
+            "size": size,
+            "frontier": [[s, h.hex()] for s, h in frontier],
+            "key_id": signer.key_id,
+        },
+    )
     return int(state.size)
 
 
 def _sign_head(
-    ctx: ServerContext, conn: Connection, size: int, root_hex: str, now: datetime
+    conn: Connection, signer: LogSigner, size: int, root_hex: str, now: datetime
 ) -> None:
-    signer = signer_for(ctx)
     timestamp = now.isoformat()
     conn.execute(
         insert(TreeHead),
@@ -260,13 +335,130 @@ def _sign_head(
     )
 
 
-def ensure_log(ctx: ServerContext) -> None:
-    """Load (or make) the signing key; make the state row and sign the empty tree once."""
-    signer_for(ctx)
+def _expected_key(conn: Connection, state: Any) -> str | None:
+    """The key that signs the log's next head: the state's, else the newest head's."""
+    if state.key_id is not None:
+        return str(state.key_id)
+    newest = conn.execute(
+        select(TreeHead.key_id).order_by(TreeHead.size.desc()).limit(1)
+    ).scalar_one_or_none()
+    return None if newest is None else str(newest)
+
+
+def ensure_log(ctx: ServerContext) -> LogSigner:
+    """Check this server's log key against the log; on a new log, make it and sign the
+    empty tree. A key that does not match the log's, or a missing key of a log that
+    has heads, refuses the start (ConfigError) instead of signing a second history."""
+    settings = ctx.settings
     with ctx.db.write_connection() as conn:
-        conn.execute(ctx.db.insert(LogState).values(id=1, **_EMPTY_STATE).on_conflict_do_nothing())
+        state = ctx.db.locked_row(conn, LogState, {"id": 1}, _EMPTY_STATE)
+        expected = _expected_key(conn, state)
+        if expected is None:  # a new log: this server's key becomes the log's key
+            signer = read_signer(settings, create=True)
+        else:
+            try:
+                signer = read_signer(settings)
+            except MissingLogKeyError as exc:
+                raise ConfigError(
+                    f"{exc.message}, but the public log in {describe_url(ctx.db.url)} is "
+                    f"signed by key {expected}: copy that key (the log-signing-key.pem of the "
+                    "server that made this log, or its backup) to that path, or set "
+                    "QB_LOG_KEY_FILE or QB_LOG_KEY; every replica and every restore needs "
+                    "the same key (docs/server.md, Running in production)"
+                ) from None
+            if signer.key_id != expected:
+                raise ConfigError(
+                    f"the log signing key {key_location(settings)} has id {signer.key_id}, but "
+                    f"the public log in {describe_url(ctx.db.url)} is signed by key "
+                    f"{expected}: start with that key (every replica and every restore "
+                    "needs the same one); to change the key on purpose run `quorumbench log "
+                    "rotate-key` (docs/log.md)"
+                )
+        conn.execute(
+            _SET_STATE, {"size": state.size, "frontier": state.frontier, "key_id": signer.key_id}
+        )
         if conn.execute(select(TreeHead.size).where(TreeHead.size == 0)).first() is None:
-            _sign_head(ctx, conn, 0, frontier_root([]).hex(), ctx.now())
+            _sign_head(conn, signer, 0, frontier_root([]).hex(), ctx.now())
+    ctx.log_signer = signer
+    return signer
+
+
+@dataclass(frozen=True)
+class Rotation:
+    size: int
+    old_key_id: str
+    new_key_id: str
+
+
+def rotate_key(ctx: ServerContext, new: LogSigner) -> Rotation:
+    """Hand the log to ``new``: the current key and the new one sign a statement naming
+    both and the newest tree head; every head after it is signed by the new key, and
+    servers still holding the old key refuse to append (and to start)."""
+    old = read_signer(ctx.settings)
+    with ctx.db.write_connection() as conn:
+        state = ctx.db.locked_row(conn, LogState, {"id": 1}, _EMPTY_STATE)
+        expected = _expected_key(conn, state)
+        if expected is None:
+            raise ConfigError("the log has no tree head yet: start the server once first")
+        if old.key_id != expected:
+            raise ConfigError(
+                f"the log is signed by key {expected}, but the key {key_location(ctx.settings)} "
+                f"is {old.key_id}: rotating needs the log's current key"
+            )
+        if new.key_id == old.key_id:
+            raise ConfigError(f"the new key is the current key {old.key_id}: nothing to rotate")
+        head = conn.execute(select(TreeHead).where(TreeHead.size == state.size)).one()
+        statement = {
+            "size": state.size,
+            "root": head.root,
+            "timestamp": ctx.now().isoformat(),
+            "old_key_id": old.key_id,
+            "old_public_key": old.public_hex,
+            "new_key_id": new.key_id,
+            "new_public_key": new.public_hex,
+        }
+        message = rotation_message(statement)
+        try:
+            conn.execute(
+                insert(LogKeyRotation),
+                {
+                    **statement,
+                    "old_signature": old.sign(message),
+                    "new_signature": new.sign(message),
+                },
+            )
+        except IntegrityError as exc:
+            raise ConfigError(f"key {new.key_id} signed this log before: use a new key") from exc
+        conn.execute(
+            _SET_STATE, {"size": state.size, "frontier": state.frontier, "key_id": new.key_id}
+        )
+    return Rotation(state.size, old.key_id, new.key_id)
+
+
+def current_key(ctx: ServerContext) -> dict[str, str]:
+    """The key that signs the log's next tree head (after the last rotation, if any)."""
+    with ctx.db.read_connection() as conn:
+        last = conn.execute(
+            select(LogKeyRotation.new_public_key).order_by(LogKeyRotation.id.desc()).limit(1)
+        ).scalar_one_or_none()
+    if last is None:
+        signer = signer_for(ctx)
+        public, key_id = signer.public_hex, signer.key_id
+    else:
+        public, key_id = str(last), sha256_hex(bytes.fromhex(last))
+    return {"algorithm": "Ed25519", "public_key": public, "key_id": key_id}
+
+
+_ROTATION_COLUMNS = [
+    getattr(LogKeyRotation, name) for name in (*ROTATION_FIELDS, "old_signature", "new_signature")
+]
+
+
+def key_rotations(ctx: ServerContext) -> list[dict[str, Any]]:
+    """Every rotation of the log's key, oldest first (docs/log.md)."""
+    with ctx.db.read_connection() as conn:
+        rows = conn.execute(select(*_ROTATION_COLUMNS).order_by(LogKeyRotation.id)).all()
+    return [dict(row._mapping) for row in rows]
 
 
 # --- reading ----------------------------------------------------------------------

@@ -9,10 +9,11 @@ payload under a lease that already submitted is a conflict.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,11 +45,14 @@ from quorumbench.errors import (
     LeaseExpiredError,
     NotFoundError,
 )
+from quorumbench.logs import event
 from quorumbench.queue.base import Claimant
 from quorumbench.services import publiclog
 from quorumbench.services.context import ServerContext
 from quorumbench.services.leaderboard import entry_values, refresh_aggregate
 from quorumbench.services.runner_keys import ResultSignature, check_signature
+
+log = logging.getLogger("quorumbench.results")
 
 
 class ResultPayload(BaseModel):
@@ -230,6 +234,7 @@ def submit_result(
             republish = [state.id]
         elif open_task and not (sqlite and lease.n_counted + 1 < state.quorum):
             republish = _decide(ctx, conn, lease, state)
+    state.log()
     if republish:
         ctx.queue.publish(republish)
     return SubmitOutcome(result_id, state.id, state.status, state.round, False)
@@ -243,6 +248,15 @@ class _TaskState:
     status: str
     round: int
     quorum: int
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """What the decision did, logged once its transaction has committed."""
+
+    def note(self, name: str, **fields: Any) -> None:
+        self.events.append((name, {"task": self.id, **fields}))
+
+    def log(self) -> None:
+        for name, fields in self.events:
+            event(log, name, **fields)
 
 
 _RESULT_OF_LEASE = select(Result.id, Result.payload_sha256).where(
@@ -305,6 +319,7 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
     if verdict.status == "DONE":
         if _canary_wanted(ctx, conn, lease, now):
             _settle_as_canary(ctx, conn, task, verdict, now)
+            task.note("task.canary", round=task.round, score=verdict.score)
             return [task.id]
         _publish_done(ctx, conn, lease, task, counted, verdict, now)
         return []
@@ -313,7 +328,9 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
     if task.round >= settings.max_rounds:
         conn.execute(_TASK, {"task_id_": task.id, "status": "DISPUTED", "finalized_at": now})
         _log_final(ctx, conn, task, verdict, now)
+        task.note("task.finalized", status="DISPUTED", round=task.round, spread=verdict.spread)
         return []
+    task.note("task.disputed", round=task.round, spread=verdict.spread, more=settings.quorum_step)
     task.round += 1
     task.quorum += settings.quorum_step
     conn.execute(
@@ -350,6 +367,7 @@ def _publish_done(
     _update_reputation(ctx, conn, counted, verdict)
     _update_leaderboard(ctx, conn, task_row, verdict, now)
     _log_final(ctx, conn, task, verdict, now)
+    task.note("task.finalized", status="DONE", round=task.round, score=verdict.score)
 
 
 # --- canaries ----------------------------------------------------------------------
@@ -424,6 +442,7 @@ def _finish_canary(
     if not passed:
         conn.execute(_OUTLIERS, {"ids": [result_id]})
     _tally(ctx, conn, {lease.runner_id: (1, 0) if passed else (0, 1)})
+    task.note("canary.checked", result=result_id, passed=passed)
     checks = [*canary["checks"], {"result_id": result_id, "passed": passed}]
     conn.execute(_TASK, {"task_id_": task.id, "canary": {**canary, "checks": checks}})
     _publish_done(ctx, conn, lease, task, counted, verdict, ctx.now())
@@ -445,6 +464,7 @@ def publish_overdue_canaries(ctx: ServerContext, now: datetime) -> int:
     due = [t.id for t in waiting if datetime.fromisoformat(t.canary["deadline"]) <= now]
     published = 0
     for task_id in due:
+        state = None
         with ctx.db.write_connection() as conn:
             query = _LEASE_TASK
             if ctx.db.dialect != "sqlite":
@@ -462,7 +482,10 @@ def publish_overdue_canaries(ctx: ServerContext, now: datetime) -> int:
             counted = conn.execute(_COUNTED, {"task_id": task_id}).all()
             verdict = verdict_from_dict(row.canary["verdict"])
             _publish_done(ctx, conn, row, state, counted, verdict, now)
+            state.note("canary.unclaimed")
             published += 1
+        if state is not None:
+            state.log()
     return published
 
 

@@ -2,10 +2,13 @@
 
 Every epoch (``epoch_seconds``, default one hour, aligned to the Unix epoch) gets a
 fresh random seed; its SHA-256 is the public commitment, and the seed itself is
-revealed once the epoch has ended (runners that lease one of its tasks get it
-earlier, as they must). ``tick`` is safe to run from several replicas at once: the
-epoch row and each (model, benchmark, epoch) task are protected by unique
-constraints, and an insert that loses the race is ignored.
+revealed once the epoch has ended. Every ``tick`` makes sure the current epoch exists
+and has a task for each active, unpaused model on each active benchmark, within the
+epoch's budget: a model registered while its benchmarks were off, or a benchmark
+added at a restart, gets its tasks on the next tick, not the next hour. ``tick`` is
+safe to run from several replicas at once: the epoch row and each (model, benchmark,
+epoch) task are protected by unique constraints, and an insert that loses the race
+is ignored.
 """
 
 from __future__ import annotations
@@ -94,11 +97,45 @@ class TickReport:
     """Settled tasks published after their canary window passed."""
 
 
+SCHEDULED = (Model.active, Model.paused_at.is_(None))
+"""Models that get tasks: registered and active, not paused (their tasks kept failing)."""
+
+
+def missing_tasks(ctx: ServerContext, epoch_id: int) -> bool:
+    """Whether the epoch may still lack a (model, benchmark) task within its budget.
+
+    Three counts through indexes, cheap enough for every tick: the epoch's tasks
+    (``ix_tasks_epoch_id``), those of scheduled models on active benchmarks, and the
+    scheduled pairs there should be.
+    """
+    with ctx.db.read() as session:
+        have = session.scalar(
+            select(func.count()).select_from(Task).where(Task.epoch_id == epoch_id)
+        )
+        if (have or 0) >= ctx.settings.epoch_task_budget:
+            return False
+        models = session.scalar(select(func.count()).select_from(Model).where(*SCHEDULED))
+        benchmarks = session.scalar(
+            select(func.count()).select_from(Benchmark).where(Benchmark.active)
+        )
+        covered = session.scalar(
+            select(func.count())
+            .select_from(Task)
+            .join(Model, Model.id == Task.model_id)
+            .join(Benchmark, Benchmark.id == Task.benchmark_id)
+            .where(Task.epoch_id == epoch_id, Benchmark.active, *SCHEDULED)
+        )
+    return (covered or 0) < (models or 0) * (benchmarks or 0)
+
+
 def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
-    """Create this epoch's tasks (idempotent); how many were new."""
+    """Create this epoch's missing tasks within its budget (idempotent: several replicas
+    may run it at once; a pair another one created first is skipped); how many this
+    call created."""
     quorum = ctx.settings.quorum
+    created: list[int] = []
     with ctx.db.write() as session:
-        models = list(session.scalars(select(Model.id).where(Model.active).order_by(Model.id)))
+        models = list(session.scalars(select(Model.id).where(*SCHEDULED).order_by(Model.id)))
         benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.active))}
         have = {
             (model_id, benchmark_id)
@@ -117,8 +154,7 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
             bucket=ctx.settings.samples_per_task,
         )
         ids_for: dict[int, list[str]] = {}
-        before = len(have)
-        for priority, pair in enumerate(plan, start=before):
+        for priority, pair in enumerate(plan, start=len(have)):
             bench = benchmarks[pair.benchmark_id]
             if bench.id not in ids_for:
                 source = loaded(ctx, bench.name)
@@ -129,7 +165,7 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                     bench.samples_per_task,
                     source.sample_ids(),
                 )
-            session.execute(
+            new_id = session.execute(
                 ctx.db.insert(Task)
                 .values(
                     model_id=pair.model_id,
@@ -146,25 +182,24 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                     created_at=ctx.now(),
                 )
                 .on_conflict_do_nothing(index_elements=["model_id", "benchmark_id", "epoch_id"])
-            )
-        after = session.scalar(
-            select(func.count()).select_from(Task).where(Task.epoch_id == epoch.id)
-        )
-        session.get_one(Epoch, epoch.id).scheduled_at = ctx.now()
-        new_ids = list(
-            session.scalars(select(Task.id).where(Task.epoch_id == epoch.id).order_by(Task.id))
-        )
-    created = int(after or 0) - before
+                .returning(Task.id)
+            ).scalar()
+            if new_id is not None:
+                created.append(new_id)
+        row = session.get_one(Epoch, epoch.id)
+        if row.scheduled_at is None:
+            row.scheduled_at = ctx.now()
     if created:
-        ctx.queue.publish(new_ids[-created:])
-    return created
+        ctx.queue.publish(created)
+    return len(created)
 
 
 def tick(ctx: ServerContext) -> TickReport:
-    """One scheduler pass: current epoch and its tasks, expired leases."""
+    """One scheduler pass: the current epoch, its missing tasks, expired leases, and
+    settled canaries nobody took."""
     now = ctx.now()
     epoch = ensure_epoch(ctx, now)
-    created = schedule_epoch(ctx, epoch) if epoch.scheduled_at is None else 0
+    created = schedule_epoch(ctx, epoch) if missing_tasks(ctx, epoch.id) else 0
     expired = ctx.queue.expire(now)
     published = publish_overdue_canaries(ctx, now)
     return TickReport(epoch.id, created, expired, published)

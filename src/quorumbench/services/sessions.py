@@ -16,6 +16,7 @@ import re
 import secrets
 import uuid
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jwt
@@ -40,7 +41,7 @@ from quorumbench.services.accounts import (
 )
 from quorumbench.services.context import ServerContext
 from quorumbench.services.publiclog import LogSigner, cached_signer
-from quorumbench.settings import OidcIssuer
+from quorumbench.settings import OidcIssuer, ServerSettings
 
 ACCESS_ALGORITHM = "EdDSA"
 AUDIENCE = "quorumbench"
@@ -49,10 +50,14 @@ REFRESH_PREFIX = "qbr_"
 _JWKS: dict[str, jwt.PyJWKClient] = {}
 
 
+def key_path(settings: ServerSettings) -> Path:
+    """The file of the key that signs access JWTs (made on first use)."""
+    return settings.auth_key_file or settings.data_dir / KEY_FILE_NAME
+
+
 def _signer(ctx: ServerContext) -> LogSigner:
     """The key that signs access JWTs (not the log's: each key has one job)."""
-    path = ctx.settings.auth_key_file or ctx.settings.data_dir / KEY_FILE_NAME
-    return cached_signer(ctx, "auth_signer", path)
+    return cached_signer(ctx, "auth_signer", key_path(ctx.settings))
 
 
 def looks_like_jwt(token: str) -> bool:

@@ -1,11 +1,20 @@
-"""Build a ServerContext from settings: database (migrated), queue, benchmarks."""
+"""Build a ServerContext from settings: for the server, and for admin commands.
+
+The server (:func:`build_context`) connects, migrates, registers its configured
+benchmarks and checks the public log's key. Admin commands (:func:`admin_context`)
+only connect: they never change what the server schedules, never make a log key,
+and never make a database unless asked (``create``). Both say in one line what is
+wrong with a database they cannot use.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from quorumbench.db.engine import Database, connect
-from quorumbench.db.migrate import upgrade
+from quorumbench import __version__
+from quorumbench.db.engine import Database, check_connection, connect, describe_url, sqlite_path
+from quorumbench.db.migrate import current_revision, head_revision, known_revision, upgrade
+from quorumbench.errors import ConfigError
 from quorumbench.queue.base import TaskQueue
 from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.benchmarks import ensure_benchmarks
@@ -24,15 +33,92 @@ def build_queue(settings: ServerSettings, db: Database) -> TaskQueue:
     return RedisStreamTaskQueue(sql, settings.queue.redis_url, settings.queue.stream)
 
 
+POINT_AT_SERVER = (
+    "(--database-url or QB_DATABASE_URL name the server's database; without them, "
+    "--data-dir or QB_DATA_DIR the directory of its SQLite file)"
+)
+
+
+def open_database(settings: ServerSettings, *, create: bool) -> Database:
+    """Connect and check the connection; a SQLite file that does not exist is made
+    only when ``create``."""
+    url = settings.sqlalchemy_url
+    path = sqlite_path(url)
+    if path is not None and not path.exists() and not create:
+        raise ConfigError(
+            f"there is no QuorumBench database at {path} {POINT_AT_SERVER}; pass --create "
+            "to make a new one there"
+        )
+    db = connect(url)
+    try:
+        check_connection(db)
+    except BaseException:
+        db.dispose()
+        raise
+    return db
+
+
+def check_schema(db: Database, *, create: bool, migrate: bool) -> str | None:
+    """Refuse a schema this version cannot use; migrate when allowed. The revision the
+    database was at before (None: it had no QuorumBench schema)."""
+    current = current_revision(db)
+    where = describe_url(db.url)
+    if current is not None and not known_revision(current):
+        raise ConfigError(
+            f"the database {where} has schema revision {current}, which quorumbench "
+            f"{__version__} does not know: a newer QuorumBench wrote it; upgrade quorumbench"
+        )
+    if current is None and not create:
+        raise ConfigError(
+            f"the database {where} holds no QuorumBench schema {POINT_AT_SERVER}; pass "
+            "--create to make one there"
+        )
+    head = head_revision()
+    if current != head:
+        if not migrate and current is not None:
+            raise ConfigError(
+                f"the database {where} is at schema revision {current}, this quorumbench "
+                f"needs {head}: run `quorumbench db upgrade` with the same settings first"
+            )
+        upgrade(db)
+    return current
+
+
 def build_context(
     settings: ServerSettings, *, datasets_dir: Path | None = None, migrate: bool = True
 ) -> ServerContext:
-    """Connect, migrate to the latest schema, register the configured benchmarks."""
-    db = connect(settings.sqlalchemy_url)
-    if migrate:
-        upgrade(db)
-    ctx = ServerContext(settings, db, build_queue(settings, db), utc_now, datasets_dir)
-    ensure_benchmarks(ctx, settings.benchmarks)
-    if migrate:
-        ensure_log(ctx)
+    """The server's context: connect, migrate to the latest schema, register the
+    configured benchmarks, check (or on a new log, make) the log's signing key."""
+    db = open_database(settings, create=True)
+    try:
+        created = migrate and check_schema(db, create=True, migrate=True) is None
+        ctx = ServerContext(settings, db, build_queue(settings, db), utc_now, datasets_dir)
+        ctx.created = created
+    except BaseException:
+        db.dispose()
+        raise
+    try:
+        ensure_benchmarks(ctx, settings.benchmarks)
+        if migrate:
+            ensure_log(ctx)
+    except BaseException:
+        ctx.close()
+        raise
     return ctx
+
+
+def admin_context(settings: ServerSettings, *, create: bool = False) -> ServerContext:
+    """A context for admin commands on the server machine (accounts, tokens, keys).
+
+    It reads the same settings as ``serve`` but changes nothing the server owns: no
+    benchmark is registered or retired, no log key is made, no queue is contacted,
+    and the schema must already be current (``quorumbench db upgrade``), or absent
+    with ``create`` (then it is made).
+    """
+    db = open_database(settings, create=create)
+    try:
+        check_schema(db, create=create, migrate=False)
+    except BaseException:
+        db.dispose()
+        raise
+    return ServerContext(settings, db, SqlTaskQueue(db, settings.lease_seconds), utc_now)

@@ -825,6 +825,7 @@ VARIANTS: list[Variant] = [
     ),
     # the public log
     Variant("GET", "/v0/log/key", "key", PUBLIC, fixed("/v0/log/key")),
+    Variant("GET", "/v0/log/keys", "keys and rotations", PUBLIC, fixed("/v0/log/keys")),
     Variant("GET", "/v0/log/head", "latest", PUBLIC, fixed("/v0/log/head")),
     Variant("GET", "/v0/log/head", "size 1", PUBLIC, fixed("/v0/log/head", size=1)),
     Variant("GET", "/v0/log/entries", "all", PUBLIC, fixed("/v0/log/entries")),

@@ -65,16 +65,27 @@ def test_it_refuses_to_listen_anywhere_else(host):
 
 
 def test_serve_refuses_to_start_with_it_on_a_public_address(tmp_path, monkeypatch):
-    started: list[dict[str, object]] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: started.append(kw))
+    started: list[tuple[str, int]] = []
+
+    def run(server, sockets=None):
+        started.extend(sock.getsockname()[:2] for sock in sockets)
+
+    monkeypatch.setattr("uvicorn.Server.run", run)
     env = {"QB_INSECURE_DEV_LOGIN": "true", "QB_DATA_DIR": str(tmp_path)}
     runner = CliRunner()
     refused = runner.invoke(cli, ["serve", "--host", "0.0.0.0"], env=env)
     assert refused.exit_code == 1
     assert "refused on '0.0.0.0'" in " ".join(refused.output.split())
     assert "Traceback" not in refused.output and not started
-    local = runner.invoke(cli, ["serve", "--host", "127.0.0.1"], env=env)
+    port = _free_port()
+    local = runner.invoke(cli, ["serve", "--host", "127.0.0.1", "--port", str(port)], env=env)
     assert local.exit_code == 0, local.output
-    assert "INSECURE" in local.output and started == [
-        {"host": "127.0.0.1", "port": 8000, "log_level": "warning", "ws": "none"}
-    ]
+    assert "INSECURE" in local.output and started == [("127.0.0.1", port)]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -94,3 +94,73 @@ def test_a_custom_benchmark_configured_by_its_spec_path_is_scheduled(make_ctx):
             select(Benchmark.name).join(Task, Task.benchmark_id == Benchmark.id).distinct()
         ).all()
     assert sorted(names) == ["arith", "small-sums"]
+
+
+def test_a_model_registered_after_the_epoch_was_scheduled_gets_its_tasks_next_tick(
+    make_ctx, db_url
+):
+    ctx = make_ctx(db_url)
+    owner = create_account(ctx, "owner", is_admin=True)
+    admin = Principal(owner.id, "owner", True, frozenset({"admin"}))
+    register_model(ctx, admin, hub_ref(1), inspector=fake_metadata)
+    assert tick(ctx).created == 1
+    late = register_model(ctx, admin, hub_ref(2), inspector=fake_metadata)  # no scheduling
+    assert _count(ctx, model_id=late.id) == 0
+    assert tick(ctx).created == 1  # this tick, not the next epoch's
+    assert _count(ctx, model_id=late.id) == 1
+    assert tick(ctx).created == 0
+
+
+def test_a_benchmark_added_at_a_restart_is_scheduled_in_the_current_epoch(make_ctx, tmp_path):
+    url = f"sqlite:///{tmp_path / 'restart.db'}"
+    ctx = make_ctx(url)
+    _models(ctx, 2)
+    assert tick(ctx).created == 2
+    spec = Path(__file__).resolve().parents[2] / "fixtures" / "custom" / "sums.yaml"
+    restarted = make_ctx(url, benchmarks=["arith", str(spec)])
+    assert tick(restarted).created == 2  # each model on small-sums, same epoch
+    assert tick(restarted).created == 0
+
+
+def test_models_on_inactive_benchmarks_get_tasks_once_the_benchmark_is_back(make_ctx, tmp_path):
+    url = f"sqlite:///{tmp_path / 'inactive.db'}"
+    ctx = make_ctx(url, benchmarks=[])
+    _models(ctx, 2)
+    assert tick(ctx).created == 0  # no active benchmark: nothing to schedule
+    back = make_ctx(url)  # arith active again
+    assert tick(back).created == 2
+
+
+def test_paused_models_get_no_tasks_until_resumed(ctx):
+    ids = _models(ctx, 3)
+    with ctx.db.write() as session:
+        from quorumbench.db.models import Model
+
+        session.get_one(Model, ids[0]).paused_at = ctx.now()
+    assert tick(ctx).created == 2
+    assert _count(ctx, model_id=ids[0]) == 0
+    with ctx.db.write() as session:
+        from quorumbench.db.models import Model
+
+        session.get_one(Model, ids[0]).paused_at = None
+    assert tick(ctx).created == 1
+
+
+def test_a_full_epoch_is_not_planned_again_on_every_tick(ctx, monkeypatch):
+    _models(ctx, 2)
+    tick(ctx)
+    import quorumbench.services.scheduler as scheduler
+
+    def boom(*_args):
+        raise AssertionError("nothing is missing: the epoch must not be planned again")
+
+    monkeypatch.setattr(scheduler, "schedule_epoch", boom)
+    assert tick(ctx).created == 0
+
+
+def test_a_spent_budget_stops_the_gap_filling(make_ctx, tmp_path):
+    ctx = make_ctx(f"sqlite:///{tmp_path / 'spent.db'}", epoch_task_budget=2)
+    _models(ctx, 5)
+    assert tick(ctx).created == 2
+    assert tick(ctx).created == 0
+    assert _count(ctx) == 2

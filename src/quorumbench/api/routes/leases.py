@@ -8,6 +8,7 @@ pool of threads.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -23,6 +24,7 @@ from quorumbench.api.schemas import (
     SubmitOut,
 )
 from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
+from quorumbench.logs import event
 from quorumbench.queue.base import Claim, Claimant
 from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
@@ -31,6 +33,7 @@ from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
 
 router = APIRouter(prefix="/v0/leases", tags=["leases"])
+log = logging.getLogger("quorumbench.leases")
 
 
 def _writer(ctx: ServerContext, token: str | None, *scopes: str) -> Principal:
@@ -49,6 +52,24 @@ def _claimant(
     # holds: its results are kept for the record and not counted.
     principal = _writer(ctx, token, scope)
     return runner_for(ctx, principal, runner, allow_suspended=not pulling, create=pulling)
+
+
+def _who(claimant: Claimant) -> dict[str, int]:
+    return {"account": claimant.account_id, "runner": claimant.runner_id}
+
+
+def _granted(claimant: Claimant, claim: Claim | None) -> None:
+    if claim is None:
+        event(log, "lease.none", level=logging.DEBUG, **_who(claimant))
+        return
+    event(
+        log,
+        "lease.granted",
+        lease=claim.lease_id,
+        task=claim.task_id,
+        attempt=claim.attempt,
+        **_who(claimant),
+    )
 
 
 def _lease_out(claim: Claim) -> LeaseOut:
@@ -74,7 +95,9 @@ async def pull(
 
     def work() -> Claim | None:
         claimant = _claimant(ctx, token, "task:pull", body.runner, pulling=True)
-        return ctx.queue.claim(claimant, ctx.now(), body.pull_key)
+        claim = ctx.queue.claim(claimant, ctx.now(), body.pull_key)
+        _granted(claimant, claim)
+        return claim
 
     claim = await offload(request, work)
     if claim is None:
@@ -114,6 +137,7 @@ async def release(
     def work() -> None:
         claimant = _claimant(ctx, token, "task:pull", runner)
         ctx.queue.release(claimant, lease_id, attempt, ctx.now())
+        event(log, "lease.released", lease=lease_id, **_who(claimant))
 
     await offload(request, work)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -136,6 +160,7 @@ async def fail(
     def work() -> None:
         claimant = _claimant(ctx, token, "task:pull", runner)
         ctx.queue.release(claimant, lease_id, body.attempt, ctx.now(), failure=body.reason)
+        event(log, "lease.failed", lease=lease_id, reason=body.reason, **_who(claimant))
 
     await offload(request, work)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -164,6 +189,17 @@ async def submit(
         principal = _writer(ctx, token, "task:submit", *pulls)  # before anything is stored
         claimant = runner_for(ctx, principal, runner, allow_suspended=True, create=False)
         outcome = submit_result(ctx, claimant, lease_id, body.attempt, body.result, body.signature)
+        event(
+            log,
+            "result.duplicate" if outcome.duplicate else "result.accepted",
+            lease=lease_id,
+            result=outcome.result_id,
+            task=outcome.task_id,
+            task_status=outcome.task_status,
+            round=outcome.round,
+            score=body.result.score,
+            **_who(claimant),
+        )
         out = SubmitOut(**outcome.__dict__)
         if body.next_pull_key is not None:
             out.next = _pull_next(ctx, principal, runner, body.next_pull_key)
@@ -186,4 +222,5 @@ def _pull_next(ctx: ServerContext, principal: Principal, runner: str, key: str) 
         claim = ctx.queue.claim(claimant, ctx.now(), key)
     except (PermissionDeniedError, ServiceUnavailableError):
         return None
+    _granted(claimant, claim)
     return None if claim is None else _lease_out(claim)

@@ -14,9 +14,15 @@ router = APIRouter(prefix="/v0/log", tags=["log"])
 
 @router.get("/key")
 def key(ctx: Context) -> dict[str, str]:
-    """The Ed25519 public key that signs tree heads (raw 32 bytes, hex) and its id."""
-    signer = publiclog.signer_for(ctx)
-    return {"algorithm": "Ed25519", "public_key": signer.public_hex, "key_id": signer.key_id}
+    """The Ed25519 public key that signs new tree heads (raw 32 bytes, hex) and its id."""
+    return publiclog.current_key(ctx)
+
+
+@router.get("/keys")
+def keys(ctx: Context) -> dict[str, Any]:
+    """The current key and every rotation of the log's key, oldest first: each names the
+    tree head after which its new key signs, and is signed by the old and the new key."""
+    return {"current": publiclog.current_key(ctx), "rotations": publiclog.key_rotations(ctx)}
 
 
 @router.get("/head")

@@ -1,5 +1,6 @@
 """paused models and log key rotations
 
+The scheduler counts the current epoch's tasks on every tick (``ix_tasks_epoch_id``).
 A model whose tasks keep failing is paused, with the reason, until its owner resumes
 it. The public log remembers which key signs its next tree head (``log_state.key_id``,
 filled from the newest head) so a server started with another key refuses to start,
@@ -35,9 +36,10 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("paused_reason", sa.String(length=1000), nullable=True))
     with op.batch_alter_table("log_state", schema=None) as batch_op:
         batch_op.add_column(sa.Column("key_id", sa.String(length=64), nullable=True))
+    # every scheduler tick counts the current epoch's tasks
+    op.create_index("ix_tasks_epoch_id", "tasks", ["epoch_id"], unique=False)
     op.execute(
-        "UPDATE log_state SET key_id = "
-        "(SELECT key_id FROM tree_heads ORDER BY size DESC LIMIT 1)"
+        "UPDATE log_state SET key_id = (SELECT key_id FROM tree_heads ORDER BY size DESC LIMIT 1)"
     )
     op.create_table(
         "log_key_rotations",
@@ -60,6 +62,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Downgrade schema."""
     op.drop_table("log_key_rotations")
+    op.drop_index("ix_tasks_epoch_id", table_name="tasks")
     op.drop_column("log_state", "key_id")
     op.drop_column("models", "paused_reason")
     op.drop_column("models", "paused_at")
