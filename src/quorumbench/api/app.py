@@ -15,7 +15,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from quorumbench import __version__
-from quorumbench.api import problems
+from quorumbench.api import params, problems
 from quorumbench.api.deps import install_hot_path
 from quorumbench.api.routes import auth, board, leases, models, oauth, runners
 from quorumbench.api.routes import log as public_log
@@ -87,6 +87,7 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
+    params.install(app)
     app.add_middleware(problems.BodyLimit, limit=settings.max_body_bytes)
     routers = (auth, oauth, models, leases, board, public_log, runners)
     for router in (module.router for module in routers):
