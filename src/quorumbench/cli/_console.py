@@ -11,7 +11,8 @@ Two rules for everything the commands print through rich:
   or a hash at 80 columns, which breaks every script that reads it. The consoles made
   here soft-wrap (each printed line stays one line) and lay tables out
   :data:`PIPE_WIDTH` wide when they are not writing to a terminal, unless ``COLUMNS``
-  sets a width. On a terminal they behave as rich does.
+  sets a width; lines lose the trailing spaces rich pads them with (tables, log
+  lines), and a rule is 80 wide. On a terminal they behave as rich does.
 """
 
 from __future__ import annotations
