@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from quorumbench import __version__
-from quorumbench.api import problems
+from quorumbench.api import params, problems
 from quorumbench.api.access import AccessLog
 from quorumbench.api.deps import install_hot_path
 from quorumbench.api.routes import auth, board, leases, models, oauth, runners
@@ -127,6 +127,7 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
+    params.install(app)
     app.add_middleware(problems.BodyLimit, limit=settings.max_body_bytes)
     routers = (auth, oauth, models, leases, board, public_log, runners)
     for router in (module.router for module in routers):

@@ -39,7 +39,12 @@ def read_spec(path: Path) -> BenchmarkSpec:
     """Read and validate a spec file (.yaml, .yml or .json)."""
     if not path.is_file():
         raise InvalidSpecError(f"benchmark spec not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSpecError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:
+        raise InvalidSpecError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
     try:
         raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
@@ -48,7 +53,10 @@ def read_spec(path: Path) -> BenchmarkSpec:
 
 
 def _decode_rows(data: bytes, path: Path) -> list[dict[str, Any]]:
-    text = data.decode("utf-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     try:
         if path.suffix == ".jsonl":
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]

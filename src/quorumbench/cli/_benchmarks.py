@@ -6,11 +6,13 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from quorumbench.backends import registry as backend_registry
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.benchmarks import registry as benchmark_registry
 from quorumbench.benchmarks.custom import load_custom_benchmark, read_spec
+from quorumbench.cli._console import cell, escape
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import select_samples
 from quorumbench.settings import get_settings
@@ -28,10 +30,10 @@ def list_benchmarks(console: Console) -> None:
     for column in ("name", "origin", "description"):
         table.add_column(column)
     for status in benchmark_registry().status():
-        description = _DESCRIPTIONS.get(status.name, "")
+        description = Text(_DESCRIPTIONS.get(status.name, ""))
         if status.error:
-            description = f"[red]failed to load: {status.error}[/]"
-        table.add_row(status.name, status.origin, description)
+            description = Text(f"failed to load: {status.error}", style="red")
+        table.add_row(cell(status.name), cell(status.origin), description)
     console.print(table)
 
 
@@ -44,18 +46,19 @@ def list_plugins(console: Console) -> None:
         ("backend", backend_registry().status()),
     ):
         for s in statuses:
-            state = f"[red]error: {s.error}[/]" if s.error else "ok"
-            table.add_row(kind, s.name, s.target, s.origin, state)
+            state = Text(f"error: {s.error}", style="red") if s.error else Text("ok")
+            table.add_row(kind, cell(s.name), cell(s.target), cell(s.origin), state)
     console.print(table)
 
 
 def validate_spec(path: Path, console: Console) -> None:
     spec = read_spec(path)
     benchmark = load_custom_benchmark(path, BenchmarkContext())
-    console.print(
-        f"[green]ok[/] {spec.name} v{spec.version} ({spec.format}): "
+    summary = (
+        f"{spec.name} v{spec.version} ({spec.format}): "
         f"{len(benchmark.sample_ids())} samples, data sha256 {spec.data.sha256}"
     )
+    console.print(f"[green]ok[/] {escape(summary)}")
 
 
 def print_sample_ids(name: str, seed: str, n: int, datasets_dir: Path | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -12,11 +13,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from quorumbench.backends import BackendOptions, load_backend
 from quorumbench.benchmarks import load_benchmark
+from quorumbench.cli._console import escape
 from quorumbench.cli._output import print_result, write_json
 from quorumbench.errors import ConfigError
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.refs import parse_ref
+from quorumbench.evaluation.results import RunResult
 from quorumbench.settings import get_settings
 
 
@@ -53,6 +56,17 @@ def _check_json_target(path: Path | None) -> None:
         raise ConfigError(f"--json {path} is a directory; give a file path")
     if not path.parent.is_dir():
         raise ConfigError(f"--json {path}: directory {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (
+        path.exists() and not os.access(path, os.W_OK)
+    ):
+        raise ConfigError(f"--json {path}: not writable here (permission denied)")
+
+
+def _save(path: Path, result: RunResult) -> None:
+    try:
+        write_json(path, result)
+    except OSError as exc:  # the disk filled up, or the directory went away, meanwhile
+        raise ConfigError(f"--json {path}: cannot write it: {exc.strerror or exc}") from exc
 
 
 def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
@@ -62,7 +76,7 @@ def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     datasets_dir = args.datasets_dir or settings.datasets_dir
     api_key = SecretStr(args.api_key) if args.api_key else settings.openai_api_key
     context = BenchmarkContext(datasets_dir, args.shots, args.max_new_tokens)
-    with err_console.status(f"Loading benchmark {args.benchmark}…"):
+    with err_console.status(f"Loading benchmark {escape(args.benchmark)}…"):
         benchmark = load_benchmark(args.benchmark, context)
     options = BackendOptions(
         device=args.device,
@@ -74,7 +88,8 @@ def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
         max_concurrency=args.concurrency,
         threads=args.threads,
     )
-    with err_console.status(f"Loading model {ref.canonical()}… (a GGUF file is converted once)"):
+    loading = f"Loading model {escape(ref.canonical())}… (a GGUF file is converted once)"
+    with err_console.status(loading):
         backend = load_backend(ref, options)
     config = EvalConfig(args.samples, args.seed, args.batch_size, args.prompt_style)
     try:
@@ -86,11 +101,12 @@ def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
             console=err_console,
             transient=False,
         ) as bar:
-            task = bar.add_task(f"{benchmark.name} × {backend.info.backend}", total=args.samples)
+            label = escape(f"{benchmark.name} × {backend.info.backend}")
+            task = bar.add_task(label, total=args.samples)
             result = evaluate(benchmark, backend, config, lambda k: bar.advance(task, k))
     finally:
         backend.close()
     print_result(console, result, args.show_samples)
     if args.json_path is not None:
-        write_json(args.json_path, result)
-        err_console.print(f"wrote {args.json_path}")
+        _save(args.json_path, result)
+        err_console.print(f"wrote {escape(args.json_path)}")

@@ -1,4 +1,8 @@
-"""Rendering run results for people: tables and a one-line summary."""
+"""Rendering run results for people: tables and a one-line summary.
+
+Every cell is a :class:`~rich.text.Text`: refs, names, sample ids and model outputs
+are data, and rich would read ``[...]`` in them as markup.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from quorumbench.cli._console import cell
 from quorumbench.evaluation.results import RunResult
 
 MAX_SLICES = 12
@@ -21,18 +26,20 @@ def results_table(result: RunResult) -> Table:
     table.add_column("key", style="bold")
     table.add_column("value", overflow="fold")
     agg = result.aggregate
-    table.add_row("model", result.model["ref"])
-    table.add_row(
-        "benchmark",
-        f"{result.benchmark['name']} v{result.benchmark['version']} "
-        f"(prompt v{result.benchmark['prompt_version']}, {result.benchmark['prompt_style']})",
-    )
-    table.add_row("score", f"{agg.mean:.4f}  (95% CI {agg.ci_low:.3f}–{agg.ci_high:.3f})")
     correct = sum(1 for s in result.samples if s.correct)
-    table.add_row("samples", f"{result.n}  ({correct} correct, seed {result.sampling['seed']!r})")
-    table.add_row("runtime", f"{result.runtime_s:.2f} s  ({result.samples_per_s:.2f} samples/s)")
-    table.add_row("tokens/s", f"{result.tokens_per_s:.1f}")
-    table.add_row("outputs sha256", result.outputs_sha256)
+    bench = result.benchmark
+    rows = {
+        "model": result.model["ref"],
+        "benchmark": f"{bench['name']} v{bench['version']} "
+        f"(prompt v{bench['prompt_version']}, {bench['prompt_style']})",
+        "score": f"{agg.mean:.4f}  (95% CI {agg.ci_low:.3f}–{agg.ci_high:.3f})",
+        "samples": f"{result.n}  ({correct} correct, seed {result.sampling['seed']!r})",
+        "runtime": f"{result.runtime_s:.2f} s  ({result.samples_per_s:.2f} samples/s)",
+        "tokens/s": f"{result.tokens_per_s:.1f}",
+        "outputs sha256": result.outputs_sha256,
+    }
+    for key, value in rows.items():
+        table.add_row(key, cell(value))
     return table
 
 
@@ -46,7 +53,7 @@ def slices_table(result: RunResult) -> Table | None:
     table.add_column("n", justify="right")
     table.add_column("score", justify="right")
     for row in sorted(subjects, key=lambda s: (-s.n, s.value))[:MAX_SLICES]:
-        table.add_row(row.value, str(row.n), f"{row.score:.3f}")
+        table.add_row(cell(row.value), str(row.n), f"{row.score:.3f}")
     return table
 
 
@@ -58,10 +65,10 @@ def samples_table(result: RunResult) -> Table:
     for sample in result.samples:
         output = sample.output.replace("\n", "⏎")
         table.add_row(
-            sample.id,
-            str(sample.prediction),
+            cell(sample.id),
+            cell(sample.prediction),
             "✓" if sample.correct else "✗",
-            output[:80] + ("…" if len(output) > 80 else ""),
+            cell(output[:80] + ("…" if len(output) > 80 else "")),
         )
     return table
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from quorumbench.cli._console import error_line, make_console
 from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.runner_cmd import runner_app
 from quorumbench.errors import QuorumError
@@ -47,8 +47,8 @@ app.add_typer(account_app, name="account")
 app.add_typer(token_app, name="token")
 app.add_typer(log_app, name="log")
 
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 _state = {"debug": False}
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,7 +64,7 @@ def handle_errors(func: F) -> F:
         except QuorumError as exc:
             if _state["debug"]:
                 raise
-            err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
+            err_console.print(error_line(exc.message), highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]

@@ -37,6 +37,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from quorumbench.cli._console import escape
 from quorumbench.errors import ConfigError, ConflictError, QuorumError
 from quorumbench.runner.client import ServerClient
 from quorumbench.runner.keys import create_key
@@ -97,7 +98,7 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             quota_evaluations=0,
         )
         console.rule("QuorumBench demo")
-        console.print(f"data directory: {data_dir}", highlight=False)
+        console.print(f"data directory: {escape(data_dir)}", highlight=False)
 
         base_dir = _prepare_base_model(options, console)
         adapter_dir = _make_adapter(base_dir, data_dir / "models" / ADAPTER_NAME, console)
@@ -107,8 +108,10 @@ def run_demo(options: DemoOptions, console: Console) -> None:
         stack.callback(server.stop)
         ctx = server.context
         console.print(
-            f"server on {server.url} (SQLite {settings.sqlalchemy_url.rsplit('/', 1)[-1]}, "
-            f"benchmarks {', '.join(settings.benchmarks)}, quorum {settings.quorum})",
+            escape(
+                f"server on {server.url} (SQLite {settings.sqlalchemy_url.rsplit('/', 1)[-1]}, "
+                f"benchmarks {', '.join(settings.benchmarks)}, quorum {settings.quorum})"
+            ),
             highlight=False,
         )
 
@@ -134,12 +137,14 @@ def run_demo(options: DemoOptions, console: Console) -> None:
                 console.print("every task of this epoch is final already")
             _print_results(api, options, console)
         console.print(
-            f"\nleaderboard: {server.url}/  (API {server.url}/v0, docs {server.url}/docs)"
+            escape(f"\nleaderboard: {server.url}/  (API {server.url}/v0, docs {server.url}/docs)")
         )
         if options.data_dir is not None:
             console.print(
-                f"the database stays in {data_dir}; serve it again with "
-                f"`quorumbench serve --data-dir {data_dir}`",
+                escape(
+                    f"the database stays in {data_dir}; serve it again with "
+                    f"`quorumbench serve --data-dir {data_dir}`"
+                ),
                 highlight=False,
             )
         if options.serve:
@@ -160,7 +165,7 @@ def _prepare_base_model(options: DemoOptions, console: Console) -> Path:
         console.status("preparing the bundled SmolLM2-135M-Instruct (first run: ~20 s) …"),
     ):
         directory = converted_dir(gguf, file_sha256(gguf), options.cache_dir)
-    console.print(f"bundled model ready ({directory})", highlight=False)
+    console.print(f"bundled model ready ({escape(directory)})", highlight=False)
     return directory
 
 
@@ -213,7 +218,7 @@ def _make_adapter(base_dir: Path, out: Path, console: Console) -> Path:
             staging.rename(out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    console.print(f"LoRA adapter ready ({out})", highlight=False)
+    console.print(f"LoRA adapter ready ({escape(out)})", highlight=False)
     return out
 
 
@@ -254,7 +259,7 @@ def _register(api: httpx.Client, token: str, ref: str, name: str, console: Conso
     )
     body = response.json()
     if response.status_code == 409 and "existing_model_id" in body:
-        console.print(f"{name}: registered already (model {body['existing_model_id']})")
+        console.print(escape(f"{name}: registered already (model {body['existing_model_id']})"))
         return api.get(f"/v0/models/{body['existing_model_id']}").raise_for_status().json()
     if response.status_code != 201:
         raise QuorumError(
@@ -265,7 +270,8 @@ def _register(api: httpx.Client, token: str, ref: str, name: str, console: Conso
     if body.get("base_ref"):
         size = f"LoRA adapter, {size}, on {body['base_ref'].split('@')[0]}"
     console.print(
-        f"registered model {body['id']}: {name} ({size})\n  ref {body['ref']}", highlight=False
+        escape(f"registered model {body['id']}: {name} ({size})\n  ref {body['ref']}"),
+        highlight=False,
     )
     return body
 
@@ -329,7 +335,9 @@ def _runners(
             )
             started.append(RunnerProcess(account, process, log_path, log))
         console.print(
-            f"started {len(started)} runner processes ({', '.join(tokens)}); their logs: {logs}",
+            escape(
+                f"started {len(started)} runner processes ({', '.join(tokens)}); their logs: {logs}"
+            ),
             highlight=False,
         )
         yield started
@@ -355,13 +363,15 @@ def _sandbox_flags(console: Console) -> list[str]:
         sandbox = resolve_sandbox("auto", Limits(default_memory_mb(), 512))
     except ConfigError as exc:
         console.print(
-            f"[yellow]{exc.message.split('. ')[0]}: the demo's runners evaluate its own two "
-            "models without one (--no-sandbox)[/]",
+            f"[yellow]{escape(exc.message.split('. ')[0])}: the demo's runners evaluate its own "
+            "two models without one (--no-sandbox)[/]",
             highlight=False,
         )
         return ["--no-sandbox"]
     assert sandbox is not None
-    console.print(f"the runners evaluate model code in a {sandbox.tool} sandbox", highlight=False)
+    console.print(
+        f"the runners evaluate model code in a {escape(sandbox.tool)} sandbox", highlight=False
+    )
     return ["--sandbox", sandbox.tool]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from quorumbench.cli._console import escape
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
@@ -81,20 +82,29 @@ def device_login(server: str, provider: str, console: Console) -> dict[str, Any]
         missing = {"device", "user_code", "verification_uri", "interval", "expires_in"}
         if missing - set(started):
             raise ServerUnavailableError(f"{server} did not start a device login: {answer.text}")
+        try:
+            interval, minutes = int(started["interval"]), int(started["expires_in"]) // 60
+        except (TypeError, ValueError):
+            raise ServerUnavailableError(
+                f"{server} did not start a device login: {answer.text}"
+            ) from None
         console.print(
-            f"Open {started['verification_uri']} and enter the code "
-            f"[bold]{started['user_code']}[/] (valid for {started['expires_in'] // 60} min).",
+            f"Open {escape(started['verification_uri'])} and enter the code "
+            f"[bold]{escape(started['user_code'])}[/] (valid for {minutes} min).",
             highlight=False,
         )
-        interval = int(started["interval"])
-        with console.status(f"Waiting for the login to be approved at {provider}…"):
+        with console.status(f"Waiting for the login to be approved at {escape(provider)}…"):
             while True:
                 _sleep(interval)
                 answer = _post(
                     client, f"/v0/auth/{provider}/device/token", {"device": started["device"]}
                 )
                 if answer.status_code == 200:
-                    session: dict[str, Any] = answer.json()
+                    session = _problem(answer)
+                    if "refresh_token" not in session:
+                        raise ServerUnavailableError(
+                            f"{server} answered the login without a session: {answer.text}"
+                        )
                     return session
                 problem = _problem(answer)
                 code = str(problem.get("type", "")).rsplit("/", 1)[-1]
@@ -137,9 +147,15 @@ def login(server: str, provider: str, console: Console) -> None:
     base = server.rstrip("/")
     session = device_login(base, provider, console)
     path = default_session_file()
-    save_session(path, base, provider, session)
+    try:
+        save_session(path, base, provider, session)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot keep the session in {path}: {exc.strerror or exc} (set XDG_CONFIG_HOME "
+            "to a directory you can write)"
+        ) from exc
     console.print(
-        f"Logged in to {base} as [bold]{session.get('account')}[/] through {provider}; "
-        f"the session is kept in {path}.",
+        f"Logged in to {escape(base)} as [bold]{escape(session.get('account'))}[/] through "
+        f"{escape(provider)}; the session is kept in {escape(path)}.",
         highlight=False,
     )
