@@ -26,6 +26,7 @@ from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.queue.base import Claim, Claimant
 from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
+from quorumbench.services.failures import report_failure
 from quorumbench.services.ratelimit import count_write
 from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
@@ -131,11 +132,11 @@ async def fail(
     """Report that this runner could not evaluate the task (its sandbox stopped the
     evaluation, the model does not load, its data differs): the lease ends FAILED with
     the reason, the slot is claimable again, and this account is not offered the task
-    again."""
+    again. A model whose tasks keep failing is paused (services/failures.py)."""
 
     def work() -> None:
         claimant = _claimant(ctx, token, "task:pull", runner)
-        ctx.queue.release(claimant, lease_id, body.attempt, ctx.now(), failure=body.reason)
+        report_failure(ctx, claimant, lease_id, body.attempt, body.reason)
 
     await offload(request, work)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
