@@ -162,7 +162,9 @@ def _failed_streak(
         failures = failures.where(Lease.ended_at > datetime.fromisoformat(since))
     failed_accounts = {task_id: n for task_id, n in conn.execute(failures)}
     with_results = set(
-        conn.execute(select(distinct(Result.task_id)).where(Result.task_id.in_(task_ids))).scalars()
+        conn.execute(
+            select(Result.task_id).where(Result.task_id.in_(task_ids)).distinct()
+        ).scalars()
     )
     streak: list[int] = []
     for task_id in task_ids:
