@@ -27,13 +27,14 @@ QuorumError
 │   └── LeaseExpiredError       the lease expired or was superseded (fencing)
 ├── AuthenticationError         no valid API token
 ├── PermissionDeniedError       the token lacks a scope, or the account may not act
-│   └── LoginDeniedError        the person declined the login at the provider
+│   ├── LoginDeniedError        the person declined the login at the provider
+│   └── QuotaNotEarnedError     registering needs more accepted evaluations ("earn your submit")
 ├── InvalidStateError           an OAuth callback whose state is unknown, spent or expired
 ├── AuthorizationPendingError   a device login not approved yet; poll again later
 │   └── SlowDownError           … and poll less often
 ├── LoginExpiredError           a device login that was not approved in time
 ├── ProviderError               the login provider failed or answered badly
-├── RateLimitedError            too many registrations, or quota not earned
+├── RateLimitedError            too many requests or registrations; wait (Retry-After)
 ├── InvalidSubmissionError      a result that does not match its task
 ├── RegistrationError           a model that may not be registered (too large…)
 └── ServiceUnavailableError     a service we depend on is down; try again later
@@ -170,6 +171,18 @@ class PermissionDeniedError(QuorumError):
 
 class LoginDeniedError(PermissionDeniedError):
     code = "access-denied"
+
+
+class QuotaNotEarnedError(PermissionDeniedError):
+    """Registering a model needs accepted evaluations of other people's models first;
+    ``evaluations_needed`` says how many more, ``accepted_evaluations`` how many count now."""
+
+    code = "quota-not-earned"
+
+    def __init__(self, message: str, *, accepted_evaluations: int, evaluations_needed: int) -> None:
+        super().__init__(message)
+        self.accepted_evaluations = accepted_evaluations
+        self.evaluations_needed = evaluations_needed
 
 
 class InvalidStateError(QuorumError):

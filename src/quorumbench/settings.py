@@ -206,6 +206,17 @@ class ServerSettings(BaseSettings):
     outlier_limit: int = Field(
         5, ge=1, description="Outlier results after which a runner stops counting."
     )
+    pause_after_failed_tasks: int = Field(
+        3,
+        ge=0,
+        description="Pause a model after this many consecutive failed tasks (its owner "
+        "resumes it; 0: never pause).",
+    )
+    allow_private_endpoints: bool = Field(
+        False,
+        description="Allow registering openai: endpoints on loopback, private, link-local "
+        "or metadata addresses (tests and private deployments; every runner calls them).",
+    )
     canary_rate: float = Field(
         0.05,
         ge=0,

@@ -406,10 +406,13 @@ def test_every_page_passes_the_axe_accessibility_checks(browser, server, seed, s
     axe = Axe()
     with urllib.request.urlopen(server + "/tasks?format=json&status=DISPUTED") as answer:
         (disputed,) = json.load(answer)["tasks"]
+    failed = seed.fail_and_pause("chat-endpoint", "the endpoint answered 502 Bad Gateway")
     paths = [
         "/",
         "/?benchmark=arith&type=base",
         f"/models/{seed.ids['beta-7b']}",
+        f"/models/{seed.ids['chat-endpoint']}",  # paused, with a failure report
+        f"/tasks/{failed}",
         f"/models/{seed.ids['alpha-1b-lora']}",
         f"/compare?models={seed.ids['beta-7b']},{seed.ids['gamma-135m']}",
         "/compare",

@@ -110,6 +110,9 @@ async def quorum_error(request: Request, exc: Exception) -> JSONResponse:
     extra: dict[str, Any] = {}
     if isinstance(exc, errors.DuplicateModelError):
         extra["existing_model_id"] = exc.existing_id
+    if isinstance(exc, errors.QuotaNotEarnedError):
+        extra["accepted_evaluations"] = exc.accepted_evaluations
+        extra["evaluations_needed"] = exc.evaluations_needed
     retry = exc.retry_after if isinstance(exc, errors.RateLimitedError) else None
     if isinstance(exc, errors.AuthorizationPendingError):
         extra["interval"] = retry = exc.interval

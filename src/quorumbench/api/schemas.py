@@ -38,6 +38,31 @@ class ModelOut(_Out):
     base_ref: str | None
     active: bool
     created_at: datetime
+    paused_at: datetime | None = Field(
+        None, description="When the model was paused because its tasks kept failing."
+    )
+    paused_reason: str | None = Field(
+        None, description="Why it was paused; its owner resumes it (POST .../resume)."
+    )
+
+
+class FailureOut(_Out):
+    id: int = Field(description="The failure report's id (page on with ``before``).")
+    task_id: int
+    epoch: int
+    benchmark: str
+    reason: str = Field(description="What the runner reported (its own words, untrusted).")
+    reported_at: datetime | None
+
+
+class FailuresOut(BaseModel):
+    model_id: int
+    paused_at: datetime | None
+    paused_reason: str | None
+    failures: list[FailureOut] = Field(description="Newest first.")
+    next_before: int | None = Field(
+        description="Pass as ``before`` for older reports; null when there are no more."
+    )
 
 
 class BenchmarkOut(_Out):

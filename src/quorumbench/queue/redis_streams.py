@@ -10,9 +10,12 @@ this account may take it and leases it with :meth:`SqlTaskQueue.take`.
 What happens to an entry a runner reads:
 
 * eligible: the slot is leased, the entry acknowledged and deleted;
-* no open slot any more (finalized, or every slot leased): acknowledged and deleted
-  while the task row is still locked, so a slot reopened right after is published
-  again rather than thought covered;
+* no open slot any more (finalized, or every slot leased), or its model is paused:
+  acknowledged and deleted while the task row is still locked, so a slot reopened
+  right after is published again rather than thought covered (``publish`` and
+  ``republish_open`` leave a paused model's tasks out; resuming it republishes them,
+  and an entry dropped while a resume commits comes back with the next tick's
+  ``republish_open``);
 * not for this account (it owns the model, or already holds or submitted a slot):
   *re-queued* — one Lua script acknowledges and deletes it and adds a copy at the
   tail of the stream for the other runners. We do not leave it pending for someone
@@ -58,7 +61,7 @@ from redis.exceptions import RedisError, ResponseError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from quorumbench.db.models import Lease, Task
+from quorumbench.db.models import Lease, Model, Task
 from quorumbench.errors import ConfigError, QueueUnavailableError
 from quorumbench.queue.base import Claim, Claimant
 from quorumbench.queue.sql import SqlTaskQueue
@@ -105,6 +108,14 @@ if redis.call('XDEL', KEYS[1], ARGV[2]) == 1 then
 end
 return false
 """
+
+
+_OPEN_SLOTS = (
+    select(Task.id, Task.open_slots)
+    .join(Model, Model.id == Task.model_id)
+    .where(Task.finalized_at.is_(None), Task.open_slots > 0, Model.paused_at.is_(None))
+)
+"""Open tasks' slots, leaving out paused models' tasks (not claimable until resumed)."""
 
 
 class _Skip(Enum):
@@ -241,13 +252,7 @@ class RedisStreamTaskQueue:
         slots: list[tuple[int, int]] = []
         with self.sql.db.read() as session:
             for start in range(0, len(ids), _CHUNK):
-                rows = session.execute(
-                    select(Task.id, Task.open_slots).where(
-                        Task.id.in_(ids[start : start + _CHUNK]),
-                        Task.finalized_at.is_(None),
-                        Task.open_slots > 0,
-                    )
-                )
+                rows = session.execute(_OPEN_SLOTS.where(Task.id.in_(ids[start : start + _CHUNK])))
                 slots += [(row.id, row.open_slots) for row in rows]
         self._publish_slots(slots)
 
@@ -304,11 +309,20 @@ class RedisStreamTaskQueue:
         db = self.sql.db
         try:
             with db.write_connection() as conn:
-                query = select(Task.finalized_at, Task.open_slots).where(Task.id == task_id)
+                query = (
+                    select(Task.finalized_at, Task.open_slots, Model.paused_at)
+                    .join(Model, Model.id == Task.model_id)
+                    .where(Task.id == task_id)
+                )
                 if db.dialect == "postgresql":
-                    query = query.with_for_update()
+                    query = query.with_for_update(of=Task)
                 task = conn.execute(query).first()
-                if task is None or task.finalized_at is not None or task.open_slots <= 0:
+                if (
+                    task is None
+                    or task.finalized_at is not None
+                    or task.open_slots <= 0
+                    or task.paused_at is not None
+                ):
                     # Dropped while the row is locked: a slot reopened later publishes anew.
                     self._finish(entry_id, str(task_id))
                     return _Skip.GONE
@@ -354,11 +368,7 @@ class RedisStreamTaskQueue:
     def republish_open(self) -> None:
         """Publish every open slot that has no entry (after expiry, restarts, data loss)."""
         with self.sql.db.read() as session:
-            rows = session.execute(
-                select(Task.id, Task.open_slots)
-                .where(Task.finalized_at.is_(None), Task.open_slots > 0)
-                .order_by(Task.id)
-            )
+            rows = session.execute(_OPEN_SLOTS.order_by(Task.id))
             slots = [(row.id, row.open_slots) for row in rows]
         self._publish_slots(slots)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from quorumbench.backends._files import file_sha256, pinned_local
-from quorumbench.backends._registry import resolve_bundled
+from quorumbench.backends._registry import BUNDLED, resolve_bundled
 from quorumbench.backends.local import MARKER
 from quorumbench.errors import InvalidRefError, ModelLoadError, RegistrationError
 from quorumbench.evaluation.refs import ModelRef, parse_ref
@@ -72,7 +72,8 @@ class ModelMetadata:
     ref: ModelRef
     """The immutable, pinned ref (revision filled in)."""
     name: str
-    """Display name: repo name, file stem (or GGUF ``general.name``), endpoint model."""
+    """Display name: repo name, file stem (or GGUF ``general.name``), endpoint model; a
+    bundled model's file name (:func:`bundled_name`)."""
     params: int | None
     architecture: str | None
     context_length: int | None
@@ -339,6 +340,14 @@ def _local_gguf(ref: ModelRef, details: dict[str, Any]) -> ModelMetadata:
     return _gguf_meta(ModelRef("gguf", str(path), digest), path, digest, details)
 
 
+def bundled_name(name: str) -> str:
+    """The display name of a bundled model: its file's name up to the first dot, as its
+    publisher wrote it (``SmolLM2-135M-Instruct.Q4_1.gguf`` → ``SmolLM2-135M-Instruct``).
+    The GGUF header's ``general.name`` is the converter's guess from the training run
+    (``Smollm2 135M 8k Lc100K Mix1 Ep2``), not the model's name."""
+    return BUNDLED[name][1].split(".", 1)[0]
+
+
 def inspect_model(
     ref_text: str, *, cache_dir: Path | None = None, hub: HubClient | None = None
 ) -> ModelMetadata:
@@ -369,7 +378,11 @@ def inspect_model(
         # runner finds the file in its own installed package and checks the hash.
         details = {"kind": "gguf", "source": "bundled", "bundled": ref.location}
         meta = _local_gguf(resolve_bundled(ref), details)
-        return replace(meta, ref=ModelRef("bundled", ref.location, meta.ref.revision))
+        return replace(
+            meta,
+            ref=ModelRef("bundled", ref.location, meta.ref.revision),
+            name=bundled_name(ref.location),
+        )
     if ref.is_local and ref.scheme == "gguf":
         return _local_gguf(ref, {"kind": "gguf", "source": "local"})
     if ref.is_local:

@@ -10,16 +10,22 @@ A registration is refused, with the reason, when:
   accepted results (counted, not outliers, on tasks that finalized DONE) on other
   people's models in the last ``quota_window_hours`` (:func:`quota`);
 * the parameter count cannot be determined (the size limit could not be checked);
-* the ref is a path on the server's own disk (development refs are admin-only).
+* the ref is a path on the server's own disk (development refs are admin-only);
+* the ref is an ``openai:`` endpoint whose host resolves to a loopback, private,
+  link-local, metadata or otherwise non-public address (every volunteer's runner would
+  call it from its own machine): checked before anything is inspected, for admins too,
+  unless ``allow_private_endpoints`` is set (evaluation/endpoints.py).
 
 Admins (a token of an admin account with the ``admin`` scope) are exempt from the
-quota, the rate limit and the last two. Only refs, metadata and numbers are stored.
+quota, the rate limit and the two before the last. Only refs, metadata and numbers are
+stored.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, or_, select
@@ -30,15 +36,19 @@ from quorumbench.db.models import Model, Result, Task
 from quorumbench.errors import (
     DuplicateModelError,
     NotFoundError,
+    QuotaNotEarnedError,
     RateLimitedError,
     RegistrationError,
 )
+from quorumbench.evaluation.endpoints import Resolver, check_endpoint
+from quorumbench.evaluation.refs import parse_ref
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
 from quorumbench.services.model_metadata import ModelMetadata, inspect_model
 
 Inspector = Callable[[str], ModelMetadata]
 LOCAL_PREFIXES = ("/", "./", "../", "~")
+WEEK = timedelta(days=7)
 
 
 def _existing(session: Session, ref: str, weights: str | None) -> Model | None:
@@ -60,9 +70,7 @@ def quota(ctx: ServerContext, principal: Principal) -> dict[str, Any]:
         recent = session.scalar(
             select(func.count())
             .select_from(Model)
-            .where(
-                Model.owner_id == principal.account_id, Model.created_at > now - timedelta(days=7)
-            )
+            .where(Model.owner_id == principal.account_id, Model.created_at > now - WEEK)
         )
         earned = session.scalar(
             select(func.count())
@@ -99,18 +107,56 @@ def _check_limits(ctx: ServerContext, principal: Principal) -> None:
     status = quota(ctx, principal)
     recent = status["registrations_last_7_days"]
     if recent >= settings.registrations_per_week:
+        wait = _registration_wait(ctx, principal, recent)
+        when = f"; the next one is possible in {wait} s" if wait is not None else ""
         raise RateLimitedError(
             f"this account registered {recent} models in the last 7 days; the limit is "
-            f"{settings.registrations_per_week} per week"
+            f"{settings.registrations_per_week} per week{when}",
+            retry_after=wait,
         )
-    if status["evaluations_needed"]:
-        raise RateLimitedError(
+    needed = status["evaluations_needed"]
+    if needed:
+        raise QuotaNotEarnedError(
             f"earn your submit: registering needs {settings.quota_evaluations} accepted "
             "evaluations (results that agreed with a DONE consensus) of other people's "
             f"models in the last {settings.quota_window_hours} h; this account has "
-            f"{status['accepted_evaluations']}, {status['evaluations_needed']} still needed "
-            "(GET /v0/me/quota)"
+            f"{status['accepted_evaluations']}, so {needed} more "
+            f"{'is' if needed == 1 else 'are'} still needed: run a runner "
+            "(quorumbench runner start) and register once they are accepted "
+            "(GET /v0/me/quota shows where the account stands)",
+            accepted_evaluations=status["accepted_evaluations"],
+            evaluations_needed=needed,
         )
+
+
+def _registration_wait(ctx: ServerContext, principal: Principal, recent: int) -> int | None:
+    """Seconds until enough of the account's registrations leave the 7-day window for one
+    more to fit (the oldest one, when the account is at the limit); None if none will."""
+    now = ctx.now()
+    leaving = recent - ctx.settings.registrations_per_week  # 0: the oldest one
+    with ctx.db.read() as session:
+        created: datetime | None = session.scalars(
+            select(Model.created_at)
+            .where(Model.owner_id == principal.account_id, Model.created_at > now - WEEK)
+            .order_by(Model.created_at, Model.id)
+            .offset(leaving)
+            .limit(1)
+        ).first()
+    if created is None:  # registrations_per_week is 0: none ever fits
+        return None
+    return max(1, math.ceil((created + WEEK - now).total_seconds()))
+
+
+def _check_endpoint(ctx: ServerContext, ref_text: str, resolve: Resolver | None) -> None:
+    """Refuse an ``openai:`` endpoint on a non-public address, before any inspection."""
+    ref = parse_ref(ref_text, allow_moving=True)
+    if ref.scheme != "openai":
+        return
+    allow = ctx.settings.allow_private_endpoints
+    if resolve is None:
+        check_endpoint(ref.location, allow_private=allow)
+    else:
+        check_endpoint(ref.location, allow_private=allow, resolve=resolve)
 
 
 def register_model(
@@ -120,8 +166,12 @@ def register_model(
     *,
     name: str | None = None,
     inspector: Inspector | None = None,
+    resolve: Resolver | None = None,
 ) -> Model:
-    """Register a model for ``principal``; see the module docstring for refusals."""
+    """Register a model for ``principal``; see the module docstring for refusals.
+
+    ``resolve`` replaces the DNS lookup of an ``openai:`` endpoint's host (tests).
+    """
     principal.require("model:register")
     _check_limits(ctx, principal)
     inspect = inspector or ctx.inspector or (lambda text: inspect_model(text, cache_dir=None))
@@ -130,6 +180,7 @@ def register_model(
             "only an admin may register a path on the server's disk; register a Hub ref "
             "(hf:owner/name@commit) or an openai: endpoint"
         )
+    _check_endpoint(ctx, ref_text, resolve)
     meta = inspect(ref_text)
     ref = meta.ref.canonical()
     if meta.params is None and meta.ref.scheme != "openai" and not principal.acts_as_admin:

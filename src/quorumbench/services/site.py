@@ -36,11 +36,14 @@ from quorumbench.errors import ConfigError, NotFoundError, QuorumError
 from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext, TtlMemo
+from quorumbench.services.failures import Failure, recent_failures
 from quorumbench.services.leaderboard import AGGREGATE
 from quorumbench.services.tasks import get_task
 from quorumbench.settings import ServerSettings
 
 T = TypeVar("T")
+FAILURES_SHOWN = 10
+"""Failure reports a model or task page shows (the newest)."""
 ModelType = Literal["base", "lora", "gguf", "endpoint"]
 MODEL_TYPES: tuple[ModelType, ...] = ("base", "lora", "gguf", "endpoint")
 
@@ -409,6 +412,11 @@ class ModelView:
     """Per benchmark with two or more subjects: scores per subject (:func:`by_subject`)."""
     base_ref: str | None = None
     """The pinned base an adapter was made on (``base`` may be another revision)."""
+    paused_at: datetime | None = None
+    """Set while the model is paused because its tasks kept failing (services/failures.py)."""
+    paused_reason: str | None = None
+    failures: list[Failure] = field(default_factory=list)
+    """Its newest failure reports, shortened, without who reported them."""
 
 
 def revision_url(ref: str, revision: str) -> str | None:
@@ -474,6 +482,9 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             adapters,
             by_subject(ctx, session, model_id),
             model.base_ref,
+            model.paused_at,
+            model.paused_reason,
+            recent_failures(session, model_id=model_id, limit=FAILURES_SHOWN),
         )
 
 
@@ -699,13 +710,17 @@ class TaskDetail:
     """``account/runner`` of each result's runner."""
     samples: list[SampleRow]
     """Empty while the task is open (its sample ids are not public before)."""
+    failures: list[Failure] = field(default_factory=list)
+    """Its newest failure reports (reason and time only; shown while open too)."""
 
 
 def task_detail(ctx: ServerContext, task_id: int) -> TaskDetail:
     """One task with who said what, per sample, once it is final."""
     task = get_task(ctx, task_id)
+    with ctx.db.read() as session:
+        failures = recent_failures(session, task_id=task_id, limit=FAILURES_SHOWN)
     if not task["final"]:
-        return TaskDetail(task, {}, [])
+        return TaskDetail(task, {}, [], failures)
     results = task["results"]
     with ctx.db.read() as session:
         runner_ids = {r["runner_id"] for r in results}
@@ -740,7 +755,7 @@ def task_detail(ctx: ServerContext, task_id: int) -> TaskDetail:
         )
         for i, sample_id in enumerate(ids)
     ]
-    return TaskDetail(task, names, samples)
+    return TaskDetail(task, names, samples, failures)
 
 
 @dataclass(frozen=True)

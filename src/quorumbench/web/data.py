@@ -9,6 +9,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
+from quorumbench.services.failures import Failure
 from quorumbench.services.site import (
     BoardPage,
     BoardRow,
@@ -130,6 +131,20 @@ def model_dict(view: ModelView) -> dict[str, Any]:
         "base_ref": view.base_ref,
         "adapters": [asdict(a) for a in view.adapters],
         "subjects": {name: [asdict(s) for s in rows] for name, rows in view.subjects.items()},
+        "paused_at": _time(view.paused_at),
+        "paused_reason": view.paused_reason,
+        "failures": [failure_dict(f) for f in view.failures],
+    }
+
+
+def failure_dict(failure: Failure) -> dict[str, Any]:
+    """A failure report for the public pages: what and when, never who."""
+    return {
+        "task_id": failure.task_id,
+        "epoch": failure.epoch,
+        "benchmark": failure.benchmark,
+        "reason": failure.reason,
+        "reported_at": _time(failure.reported_at),
     }
 
 
@@ -152,7 +167,12 @@ def task_detail_dict(detail: TaskDetail) -> dict[str, Any]:
     results = [
         {**r, "runner": detail.runner_names.get(r["runner_id"])} for r in detail.task["results"]
     ]
-    return {**detail.task, "results": results, "samples": [asdict(s) for s in detail.samples]}
+    return {
+        **detail.task,
+        "results": results,
+        "samples": [asdict(s) for s in detail.samples],
+        "failures": [failure_dict(f) for f in detail.failures],
+    }
 
 
 def sample_rows(detail: TaskDetail) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from quorumbench import __version__
+from quorumbench.services.site import FAILURES_SHOWN
 from quorumbench.web import charts
 
 PACKAGE_DIR = Path(__file__).parent
@@ -114,6 +115,7 @@ def environment() -> Environment:
         type_label=TYPE_LABELS.get,
         default_order=default_order,
         version=__version__,
+        failures_shown=FAILURES_SHOWN,
     )
     return env
 

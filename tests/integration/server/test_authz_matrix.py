@@ -70,6 +70,8 @@ LOCAL_REF = "gguf:/srv/models/x.gguf@" + "a" * 64
 TASKS = 6
 """Tasks the setup schedules; also the epoch's task budget (see _build_world)."""
 UNREACHABLE = "http://127.0.0.1:9"
+FAILURE_REASON = "the checkpoint does not load: missing tensor lm_head.weight"
+"""What dave's runner reported about alice's first model."""
 PROVIDER = OAuthProvider(
     name="example",
     client_id="client",
@@ -242,6 +244,11 @@ def _build_world(client: TestClient, ctx: ServerContext, facts: Facts) -> None:
     submit("bob", pull("bob", "A1"), 0.75)
     facts.leases["alice-active"] = pull(OWNER, "B2", pull_key=facts.pull_key)
     facts.leases["bob-active"] = pull("bob", "A2")
+    # dave cannot evaluate alice's first model: its page and API show why, never who
+    failed = pull("dave", "A1")
+    failure = {"attempt": failed["attempt"], "reason": FAILURE_REASON}
+    path = f"/v0/leases/{failed['lease_id']}/failure"
+    post(path, facts.tokens["dave"], 204, params={"runner": "dave-box"}, json=failure)
     facts.epoch = client.get("/v0/epochs/current").json()["id"]
     # the bodies of the matrix's submissions (signed once, at the server's fixed time)
     active = facts.leases["alice-active"]
@@ -542,6 +549,13 @@ def no_open_results_page(facts: Facts, caller: Caller, answer: httpx.Response) -
         assert hidden not in answer.text, f"open task page shows {hidden}"
 
 
+def failure_without_who(facts: Facts, caller: Caller, answer: httpx.Response) -> None:
+    """Failure reports say what and when, never which runner or account."""
+    if answer.status_code == 200:
+        assert FAILURE_REASON in answer.text, "the failure reason is missing"
+        assert "dave" not in answer.text, "the reporting account is named"
+
+
 def register_key(facts: Facts, caller: Caller) -> Request:
     # alice rotates in a new key; anyone else tries to take hers for "alice-box"
     key = facts.fresh_key if caller.account == OWNER else facts.keys[OWNER]
@@ -724,6 +738,25 @@ VARIANTS: list[Variant] = [
     Variant("GET", "/v0/models", "all", PUBLIC, fixed("/v0/models")),
     Variant(
         "GET",
+        "/v0/models/{model_id}/failures",
+        "alice's",
+        ANY,
+        lambda facts, caller: Request(f"/v0/models/{facts.models['A1']}/failures"),
+        owned=True,
+        cross=frozenset({200, 403}),  # an admin reads them; anyone else gets 403
+        check=failure_without_who,
+    ),
+    Variant(
+        "POST",
+        "/v0/models/{model_id}/resume",
+        "alice's (not paused: unchanged)",
+        REGISTER,
+        lambda facts, caller: Request(f"/v0/models/{facts.models['A1']}/resume"),
+        owned=True,
+        cross=frozenset({200, 403}),  # an admin may resume it; anyone else gets 403
+    ),
+    Variant(
+        "GET",
         "/v0/models/{model_id}",
         "alice's",
         PUBLIC,
@@ -897,6 +930,7 @@ VARIANTS: list[Variant] = [
         "alice's",
         PUBLIC,
         lambda facts, caller: Request(f"/models/{facts.models['A1']}"),
+        check=failure_without_who,
     ),
     Variant(
         "GET",
@@ -959,9 +993,11 @@ def decide(variant: Variant, caller: Caller) -> tuple[bool, Expect]:
         return True, Expect(variant.ok)
     if caller.account is None:
         return False, Expect(frozenset({401}))
-    if variant.scopes == ANY:
+    if variant.scopes == ANY and not variant.owned:
         return True, Expect(variant.ok)
-    missing = tuple(s for s in variant.scopes if not caller.holds(s))
+    missing = (
+        tuple(s for s in variant.scopes if not caller.holds(s)) if variant.scopes != ANY else ()
+    )
     if missing:
         return False, Expect(frozenset({403}), missing)
     if variant.owned and caller.account != OWNER:

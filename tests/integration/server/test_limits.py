@@ -78,7 +78,9 @@ def test_quota_shows_progress_and_the_refusal_says_what_is_missing(make_ctx, tmp
         assert before["accepted_evaluations"] == 0 and before["evaluations_needed"] == 1
         assert before["can_register"] is False
         refused = register(api, people, hub_ref(70), who="r1")
-        assert_problem(refused, 429, "rate-limited", "1 still needed")
+        problem = assert_problem(refused, 403, "quota-not-earned", "1 more is still needed")
+        assert (problem["accepted_evaluations"], problem["evaluations_needed"]) == (0, 1)
+        assert "Retry-After" not in refused.headers  # waiting alone will not help
         assert register(api, people, hub_ref(71), who="admin").status_code == 201
         leases = {who: pull(api, people, who).json() for who in ("r1", "r2", "r3")}
         for who in ("r1", "r2"):

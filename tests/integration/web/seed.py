@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from quorumbench.db.models import Benchmark, Epoch, Lease, Runner, Task
+from quorumbench.db.models import Benchmark, Epoch, Lease, Model, Runner, Task
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import Principal, create_account
@@ -117,6 +117,7 @@ class Seed:
             benchmarks=["arith", _sums_spec(tmp)],
             quota_evaluations=0,
             canary_rate=0.0,
+            allow_private_endpoints=True,  # chat-endpoint's host does not resolve
         )
         self.ctx = build_context(settings)
         self.ctx.clock = self.clock
@@ -216,3 +217,33 @@ class Seed:
         # four results, three agree: DONE, and volunteer3's result is an outlier
         status = self.task("gamma-135m", "arith", 6, [[0.0] * 4] * 3 + [[1.0] * 4])
         assert status == "DONE"
+
+    def fail_and_pause(self, model: str, reason: str) -> int:
+        """A failure report (volunteer0's) on the model's newest task, and the model
+        paused as services/failures.py leaves it; the task's id. Idempotent."""
+        now = self.clock.now
+        voter = self.voters[0]
+        with self.ctx.db.write() as session:
+            task = session.scalars(
+                select(Task).where(Task.model_id == self.ids[model]).order_by(Task.id.desc())
+            ).first()
+            assert task is not None
+            row = session.get_one(Model, self.ids[model])
+            if row.paused_at is None:
+                session.add(
+                    Lease(
+                        task_id=task.id,
+                        runner_id=voter.runner_id,
+                        account_id=voter.account_id,
+                        attempt=task.attempts + 1,
+                        round=task.round,
+                        state="FAILED",
+                        leased_at=now,
+                        expires_at=now + timedelta(hours=1),
+                        ended_at=now,
+                        failure=reason,
+                    )
+                )
+                row.paused_at = now
+                row.paused_reason = f"3 consecutive tasks failed; last reason: {reason}"
+            return task.id

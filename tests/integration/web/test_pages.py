@@ -455,3 +455,30 @@ def test_runners_are_searched_and_paged(client):
     assert 'href="/runners?per_page=3&amp;page=2"' in html and "page 1 of 2" in html
     assert "No runner matches." in client.get("/runners?q=nobody").text
     assert client.get("/runners?per_page=0").status_code == 400
+
+
+def test_a_paused_model_and_its_failures_on_the_live_pages_and_in_the_export(tmp_path):
+    made = Seed(tmp_path)
+    try:
+        assert made.task("beta-7b", "arith", 1, [[1.0] * 4] * 3) == "DONE"
+        task_id = made.fail_and_pause("beta-7b", "CUDA out of memory <oom>")
+        model_id = made.ids["beta-7b"]
+        app = create_app(made.ctx.settings, context=made.ctx, run_scheduler=False)
+        with TestClient(app) as client:
+            page = client.get(f"/models/{model_id}").text
+            assert 'id="paused"' in page and "last reason: CUDA out of memory &lt;oom&gt;" in page
+            assert f'<a href="/tasks/{task_id}">{task_id}</a>' in page
+            assert "CUDA out of memory &lt;oom&gt;" in client.get(f"/tasks/{task_id}").text
+            body = client.get(f"/models/{model_id}?format=json").json()
+            assert body["paused_at"] and body["failures"][0]["task_id"] == task_id
+            assert "volunteer0" not in str(body["failures"])
+        ctx = reader_context(made.ctx.settings)
+        try:
+            export_site(ctx, tmp_path / "site", server_url="https://qb.example.org")
+        finally:
+            ctx.close()
+        exported = (tmp_path / "site" / "models" / f"{model_id}.html").read_text()
+        assert 'id="paused"' in exported and "CUDA out of memory &lt;oom&gt;" in exported
+        assert "/tasks/" not in exported  # the export has no task pages: no link to one
+    finally:
+        made.ctx.close()

@@ -11,6 +11,7 @@ from quorumbench.services._safetensors_meta import parameter_counts
 from quorumbench.services.model_metadata import (
     HubFile,
     HubRepo,
+    bundled_name,
     inspect_model,
 )
 
@@ -221,7 +222,9 @@ def test_bundled_smollm2_gguf(smollm2_gguf):
     assert meta.quantization == "Q4_1"
     assert meta.license == "apache-2.0"
     assert meta.weights_sha256 == meta.ref.revision
+    assert meta.name == "Smollm2 135M 8k Lc100K Mix1 Ep2"  # the header's general.name
     bundled = inspect_model("bundled:smollm2-135m-instruct")
+    assert bundled.name == "SmolLM2-135M-Instruct"  # the bundled model's own name
     assert bundled.ref.canonical() == f"bundled:smollm2-135m-instruct@{meta.ref.revision}"
     assert bundled.weights_sha256 == meta.weights_sha256
     assert bundled.details["bundled"] == "smollm2-135m-instruct"
@@ -428,3 +431,7 @@ def test_openai_ref_makes_no_calls():
 def test_bad_refs_are_invalid(text):
     with pytest.raises(InvalidRefError):
         inspect_model(text, hub=FakeHub())
+
+
+def test_a_bundled_model_is_named_after_its_file():
+    assert bundled_name("smollm2-135m-instruct") == "SmolLM2-135M-Instruct"

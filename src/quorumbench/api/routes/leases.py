@@ -28,6 +28,7 @@ from quorumbench.logs import event
 from quorumbench.queue.base import Claim, Claimant
 from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
+from quorumbench.services.failures import report_failure
 from quorumbench.services.ratelimit import count_write
 from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
@@ -155,11 +156,11 @@ async def fail(
     """Report that this runner could not evaluate the task (its sandbox stopped the
     evaluation, the model does not load, its data differs): the lease ends FAILED with
     the reason, the slot is claimable again, and this account is not offered the task
-    again."""
+    again. A model whose tasks keep failing is paused (services/failures.py)."""
 
     def work() -> None:
         claimant = _claimant(ctx, token, "task:pull", runner)
-        ctx.queue.release(claimant, lease_id, body.attempt, ctx.now(), failure=body.reason)
+        report_failure(ctx, claimant, lease_id, body.attempt, body.reason)
         event(log, "lease.failed", lease=lease_id, reason=body.reason, **_who(claimant))
 
     await offload(request, work)
