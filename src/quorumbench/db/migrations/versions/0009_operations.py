@@ -36,8 +36,7 @@ def upgrade() -> None:
     with op.batch_alter_table("log_state", schema=None) as batch_op:
         batch_op.add_column(sa.Column("key_id", sa.String(length=64), nullable=True))
     op.execute(
-        "UPDATE log_state SET key_id = "
-        "(SELECT key_id FROM tree_heads ORDER BY size DESC LIMIT 1)"
+        "UPDATE log_state SET key_id = (SELECT key_id FROM tree_heads ORDER BY size DESC LIMIT 1)"
     )
     op.create_table(
         "log_key_rotations",
