@@ -392,3 +392,12 @@ def test_an_unreachable_server_after_the_first_contact_is_retried_before_giving_
         with pytest.raises(ServerUnavailableError, match="after 5 attempts"):
             runner.client.pull()
     assert len(waits) == 4
+
+
+def test_paths_and_messages_print_as_they_are(world, tmp_path):
+    """Rich markup in a user's path is printed, not interpreted."""
+    alice = world.token("alice")
+    odd = tmp_path / "[bold]keys" / "[red]box.key"
+    made = init(world, alice, "box", "--key-file", str(odd))
+    assert made.exit_code == 0, made.output
+    assert "[bold]keys/[red]box.key" in made.output.replace("\n", "")
