@@ -13,8 +13,17 @@ import socket
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from quorumbench.errors import ConfigError
@@ -348,15 +357,41 @@ def default_runner_name() -> str:
     return name or "default"
 
 
+def check_server_url(url: str) -> str:
+    """``url`` without a trailing slash, or a ValueError saying how to write it.
+
+    A runner's server URL is the server's root: ``http(s)://host[:port][/prefix]``.
+    """
+    url = url.strip()
+    if not url.lower().startswith(("http://", "https://")):
+        example = f"http://{url}" if "://" not in url else "http://host:port"
+        raise ValueError(
+            f"{url!r} is not an http:// or https:// URL; write it as {example} (or https://…)"
+        )
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError(f"{url!r} has no host name")
+    path = f"{parts.path.rstrip('/')}/"
+    if "/v0/" in path:
+        root = f"{parts.scheme}://{parts.netloc}{path[: path.index('/v0/')]}"
+        raise ValueError(f"drop /v0: the server URL is its root ({root}), not its API")
+    return url.rstrip("/")
+
+
 class RunnerSettings(BaseSettings):
     """Settings of ``quorumbench runner start`` (environment prefix ``QB_RUNNER_``)."""
 
     model_config = SettingsConfigDict(
-        env_prefix="QB_RUNNER_", env_file=".env", extra="ignore", frozen=True
+        env_prefix="QB_RUNNER_",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+        populate_by_name=True,  # datasets_dir has aliases; flags pass it by name
     )
 
     server_url: str = Field(
-        "http://127.0.0.1:8000", description="Base URL of the QuorumBench server."
+        "http://127.0.0.1:8000",
+        description="Root URL of the QuorumBench server (http:// or https://, without /v0).",
     )
     token: SecretStr | None = Field(
         None,
@@ -370,7 +405,9 @@ class RunnerSettings(BaseSettings):
     )
     datasets_dir: Path | None = Field(
         None,
-        description="Local benchmark data laid out like shared/datasets; unset means the Hub.",
+        validation_alias=AliasChoices("QB_RUNNER_DATASETS_DIR", "QB_DATASETS_DIR"),
+        description="Local benchmark data laid out like shared/datasets (QB_RUNNER_DATASETS_DIR, "
+        "else QB_DATASETS_DIR); unset means the Hub.",
     )
     cache_dir: Path | None = Field(
         None,
@@ -391,7 +428,8 @@ class RunnerSettings(BaseSettings):
     key_file: Path | None = Field(
         None,
         description="Ed25519 key the runner signs results with (`quorumbench runner init` "
-        "makes it); unset means $XDG_CONFIG_HOME/quorumbench/runner-keys/<name>.key.",
+        "makes it); unset means $XDG_CONFIG_HOME/quorumbench/runner-keys/<server>/<account>/"
+        "<name>.key.",
     )
     openai_api_key: SecretStr | None = Field(
         None,
@@ -424,3 +462,13 @@ class RunnerSettings(BaseSettings):
     trust_remote_code: bool = Field(
         False, description="Run a model repository's own Python code (transformers auto_map)."
     )
+    allow_private_endpoints: bool = Field(
+        False,
+        description="Evaluate openai: endpoints on loopback, private or link-local addresses "
+        "(refused by default: every runner would call something on its own network).",
+    )
+
+    @field_validator("server_url")
+    @classmethod
+    def _server_url(cls, value: str) -> str:
+        return check_server_url(value)

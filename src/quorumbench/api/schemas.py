@@ -182,3 +182,14 @@ class RunnerKeyOut(BaseModel):
     runner_id: int
     created_at: datetime
     revoked_at: datetime | None
+
+
+class MeOut(BaseModel):
+    """``GET /v0/me``: the account behind the credential and what the credential may do."""
+
+    account_id: int
+    name: str
+    is_admin: bool
+    scopes: list[str] = Field(
+        description="The scopes this credential grants (sorted); admin grants every scope."
+    )

@@ -1,4 +1,8 @@
-"""``quorumbench runner``: run a volunteer runner against a server."""
+"""``quorumbench runner``: run a volunteer runner against a server.
+
+Everything printed here that comes from the user or the server (names, paths, URLs,
+messages) is printed with ``markup=False``: a ``[bold]`` in a path stays as it is.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ ServerOption = Annotated[
     typer.Option(
         "--server",
         envvar="QB_RUNNER_SERVER_URL",
-        help="Server URL (default http://127.0.0.1:8000).",
+        help="The server's root URL, http:// or https:// (default http://127.0.0.1:8000).",
         show_default=False,
     ),
 ]
@@ -53,7 +57,8 @@ KeyFileOption = Annotated[
         "--key-file",
         envvar="QB_RUNNER_KEY_FILE",
         dir_okay=False,
-        help="Signing key file (default $XDG_CONFIG_HOME/quorumbench/runner-keys/<name>.key).",
+        help="Signing key file (default $XDG_CONFIG_HOME/quorumbench/runner-keys/<server>/"
+        "<account>/<name>.key).",
         show_default=False,
     ),
 ]
@@ -81,22 +86,41 @@ def init_command(
 def _init(overrides: dict[str, Any], rotate: bool, console: Console) -> None:
     from quorumbench.errors import ConfigError
     from quorumbench.runner.client import ServerClient
-    from quorumbench.runner.keys import create_key, default_key_file
+    from quorumbench.runner.keys import load_key, new_key, save_key
+    from quorumbench.runner.preflight import default_key, identify, registered_keys
 
     settings = _settings(overrides)
     if settings.token is None:
         raise ConfigError("no API token: pass --token or set QB_RUNNER_TOKEN")
-    path = settings.key_file or default_key_file(settings.name)
-    existed = path.exists()
-    key = create_key(path, replace=rotate)
     with ServerClient(settings.server_url, settings.token, settings.name) as client:
+        # The token first: a wrong one, or one that cannot register keys, leaves no file.
+        identity = identify(client, settings, needs=("task:submit",))
+        if settings.key_file is not None:
+            path = settings.key_file
+            key = load_key(path) if path.exists() else None
+        else:
+            path, key, _ = default_key(settings, identity, registered_keys(client))
+        made = rotate or key is None
+        if made:
+            key = new_key(path)  # written only once it is registered
+        assert key is not None
         registered = client.register_key(key)
-    made = "made a new key" if rotate or not existed else "kept the existing key"
+        if made:
+            save_key(key)
+    done = "made a new key" if made else "kept the existing key"
     console.print(
-        f"runner {settings.name!r}: {made} at {path}; registered with {settings.server_url} "
-        f"as {registered['key_id']}",
+        f"runner {settings.name!r} of account {identity.account!r}: {done} at {path}; "
+        f"registered with {settings.server_url} as {registered['key_id']}",
         highlight=False,
+        markup=False,
     )
+    if not identity.grants("task:pull"):
+        console.print(
+            "note: this token lacks task:pull; `runner start` needs a token with "
+            "task:pull and task:submit",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _settings(overrides: dict[str, Any]) -> Any:
@@ -109,7 +133,8 @@ def _settings(overrides: dict[str, Any]) -> Any:
         return RunnerSettings(**overrides)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False)
+            f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors(include_input=False)
         )
         raise ConfigError(f"invalid runner settings: {problems}") from None
 
@@ -131,8 +156,9 @@ def start_command(
         Path | None,
         typer.Option(
             "--datasets-dir",
-            envvar="QB_RUNNER_DATASETS_DIR",
-            help="Local benchmark data laid out like shared/datasets (else the Hub).",
+            envvar=["QB_RUNNER_DATASETS_DIR", "QB_DATASETS_DIR"],
+            help="Local benchmark data laid out like shared/datasets (else the Hub); "
+            "QB_RUNNER_DATASETS_DIR, else QB_DATASETS_DIR.",
             file_okay=False,
             show_default=False,
         ),
@@ -229,6 +255,15 @@ def start_command(
             help="Run Python code shipped in a model repository.",
         ),
     ] = False,
+    allow_private_endpoints: Annotated[
+        bool,
+        typer.Option(
+            "--allow-private-endpoints",
+            envvar="QB_RUNNER_ALLOW_PRIVATE_ENDPOINTS",
+            help="Evaluate openai: endpoints on loopback or private addresses (your own "
+            "network: only for a server you run).",
+        ),
+    ] = False,
 ) -> None:
     """Pull tasks from the server, evaluate them and submit the results."""
     from quorumbench.cli.app import err_console, handle_errors  # app.py imports this module
@@ -258,6 +293,7 @@ def start_command(
         "task_time_limit_s": task_time_limit,
         "allow_pickle": allow_pickle or None,
         "trust_remote_code": trust_remote_code or None,
+        "allow_private_endpoints": allow_private_endpoints or None,
     }
     overrides = {key: value for key, value in given.items() if value is not None}
     code = handle_errors(_start)(overrides, once, err_console)
@@ -265,7 +301,7 @@ def start_command(
 
 
 def _start(overrides: dict[str, Any], once: bool, console: Console) -> int:
-    from quorumbench.runner.loop import build_runner, stop_on_signals
+    from quorumbench.runner.loop import build_runner, fatal_error, stop_on_signals
 
     settings = _settings(overrides)
     stop = threading.Event()
@@ -273,15 +309,19 @@ def _start(overrides: dict[str, Any], once: bool, console: Console) -> int:
         with (
             _logging_to(console),
             build_runner(settings, console=console) as runner,
-            stop_on_signals(stop),
+            stop_on_signals(stop, runner.busy.is_set),
         ):
+            account = runner.identity.account if runner.identity else "?"
             console.print(
-                f"runner {settings.name!r} → {settings.server_url} "
+                f"runner {settings.name!r} of account {account!r} → {settings.server_url} "
                 f"({'one task' if once else 'until Ctrl-C'})",
                 highlight=False,
+                markup=False,
             )
             if once:
                 outcome = runner.run_once(stop)
+                if outcome.ends_runner:
+                    raise fatal_error(outcome)
                 if outcome.status == "no-work":
                     console.print("no task available; nothing to do", highlight=False)
                 return 130 if outcome.status == "stopped" else 0 if outcome.ok else 1

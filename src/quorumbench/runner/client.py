@@ -1,10 +1,12 @@
 """The runner's HTTP client for the server's ``/v0`` API.
 
 Transient failures (connection errors, timeouts, 5xx, 429) are retried a bounded
-number of times with exponential backoff. Problem documents (RFC 9457) become the
-matching :mod:`quorumbench.errors` class carrying the server's ``detail``. The token
-is sent only in the ``Authorization`` header; it never appears in a repr, a log line
-or an error message.
+number of times with exponential backoff, once the server has answered this client
+at least once: until then a failure is reported after one attempt, so a wrong URL or
+a server that is not running says so at once instead of after minutes of backoff.
+Problem documents (RFC 9457) become the matching :mod:`quorumbench.errors` class
+carrying the server's ``detail``. The token is sent only in the ``Authorization``
+header; it never appears in a repr, a log line or an error message.
 
 A submission is encoded to bytes once per :meth:`ServerClient.submit` call and every
 retry resends those bytes: the server treats a repeated identical payload under the
@@ -59,6 +61,7 @@ _BY_CODE: dict[str, type[errors.QuorumError]] = {
         errors.RateLimitedError,
         errors.ConfigError,
         errors.UnknownBenchmarkError,
+        errors.SignatureError,
     )
 }
 """Problem ``type`` codes the runner can act on; others fall back to ``_BY_STATUS``."""
@@ -86,6 +89,20 @@ class Lease:
     @property
     def task_id(self) -> int:
         return int(self.task["id"])
+
+
+@dataclass(frozen=True)
+class Identity:
+    """``GET /v0/me``: the account behind the credential, and what the credential may do."""
+
+    account_id: int
+    account: str
+    is_admin: bool
+    scopes: frozenset[str]
+
+    def grants(self, scope: str) -> bool:
+        """Whether the credential carries ``scope`` (``admin`` carries every scope)."""
+        return scope in self.scopes or "admin" in self.scopes
 
 
 def _remaining(expires_at: datetime, response: httpx.Response) -> float:
@@ -133,11 +150,15 @@ class ServerClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         key: RunnerKey | None = None,
+        reached: bool = False,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.runner = runner
         self.key = key
         """Signs every submission; the server refuses unsigned results."""
+        self.reached = reached
+        """Whether the server has answered this client (until then: one attempt, no retry)."""
+        self._token = token
         self._max_attempts = max(1, max_attempts)
         self._pull_key: str | None = None
         """The key of a pull whose outcome is unknown (it failed with no answer)."""
@@ -176,7 +197,13 @@ class ServerClient:
         response = self._http.request(method, path, params=params, content=content, headers=headers)
         if response.status_code >= 500 or response.status_code == 429:
             raise _Retryable(response)
+        self.reached = True
         return response
+
+    def _cause(self, exc: Exception) -> str:
+        """What went wrong, for one line: the exception's class and text, token redacted."""
+        text = str(exc).replace(self._token.get_secret_value(), "***")
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
     def _request(
         self,
@@ -187,6 +214,8 @@ class ServerClient:
         content: bytes | None = None,
     ) -> httpx.Response:
         """Send with bounded retries; raise the QuorumError a failure stands for."""
+        if not self.reached:
+            return self._first_contact(method, path, params, content)
         retrying = Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, httpx.TransportError | _Retryable)),
             stop=stop_after_attempt(self._max_attempts),
@@ -211,6 +240,31 @@ class ServerClient:
             raise ServerUnavailableError(
                 f"cannot reach {self.base_url} ({type(exc).__name__}) after "
                 f"{self._max_attempts} attempts"
+            ) from None
+        if response.status_code >= 400:
+            raise _problem(response)
+        return response
+
+    def _first_contact(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        content: bytes | None,
+    ) -> httpx.Response:
+        """One attempt: a server never reached is more likely wrong than restarting."""
+        try:
+            response = self._send_once(method, path, params, content)
+        except _Retryable as exc:
+            if exc.response.status_code == 429:
+                raise _problem(exc.response) from None
+            raise ServerUnavailableError(
+                f"{self.base_url} answered {exc.response.status_code} to {method} {path}",
+                exc.response.status_code,
+            ) from None
+        except httpx.TransportError as exc:
+            raise ServerUnavailableError(
+                f"cannot reach {self.base_url} ({self._cause(exc)})"
             ) from None
         if response.status_code >= 400:
             raise _problem(response)
@@ -293,6 +347,22 @@ class ServerClient:
         )
         answer: dict[str, Any] = response.json()
         return answer
+
+    def me(self) -> Identity:
+        """The account behind the token and the token's scopes (``GET /v0/me``)."""
+        body = self._request("GET", "/v0/me").json()
+        return Identity(
+            account_id=int(body["account_id"]),
+            account=str(body["name"]),
+            is_admin=bool(body["is_admin"]),
+            scopes=frozenset(str(s) for s in body["scopes"]),
+        )
+
+    def runner_keys(self) -> list[dict[str, Any]]:
+        """This runner's keys, revoked ones included; NotFoundError for a runner name
+        the account never used."""
+        keys: list[dict[str, Any]] = self._request("GET", f"/v0/runners/{self.runner}/keys").json()
+        return keys
 
     def register_key(self, key: RunnerKey) -> dict[str, Any]:
         """Register ``key`` as this runner's signing key (the server revokes older ones)."""

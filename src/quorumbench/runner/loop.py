@@ -4,9 +4,15 @@ One task at a time. While a task runs, a heartbeat thread extends its lease ever
 third of the lease time; if the server says the lease is gone (409), the work is
 abandoned and nothing is submitted. A stop request (Ctrl-C, SIGTERM, or the
 ``stop_event``) interrupts the evaluation at the next finished batch and releases
-the lease. A task the runner cannot do (its quorumbench is out of date, the data
-differs, the model does not load) is released at once so another runner takes it,
-and the loop goes on with the next task.
+the lease.
+
+Before the first pull, :func:`build_runner` checks the token and the signing key with
+the server (``runner/preflight.py``). When a task cannot be done, ``runner/faults.py``
+says whose fault it is: this machine's setup (data, a package, an old quorumbench, the
+sandbox) releases the lease without a failure and stops the runner with one line
+saying what to fix; the model's (it does not load, its sandbox dies, its endpoint is
+not allowed or never answers) is reported as the task's failure and the loop goes on.
+A submission the server refuses releases the lease at once.
 
 Model code runs in a sandboxed worker process (``runner/sandbox.py``,
 ``runner/worker.py``) unless the runner was started with ``--no-sandbox``. A task
@@ -20,56 +26,77 @@ resend the same bytes, which the server recognizes as a duplicate.
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import httpx
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from quorumbench.backends import BackendOptions, load_backend
-from quorumbench.backends.local import sandboxable
-from quorumbench.benchmarks import load_benchmark
+from quorumbench.backends import BackendOptions
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
-    DataError,
     EvaluationTimeoutError,
     LeaseExpiredError,
     PermissionDeniedError,
     QuorumError,
+    RateLimitedError,
     SandboxError,
     ServerUnavailableError,
 )
 from quorumbench.evaluation.backend import ModelBackend
-from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext, Sample
-from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.results import RunResult
-from quorumbench.runner.client import Lease, ServerClient
-from quorumbench.runner.keys import default_key_file, load_key
+from quorumbench.runner.client import Identity, Lease, ServerClient
+from quorumbench.runner.evaluator import Prepared, TaskEvaluator
+from quorumbench.runner.faults import (
+    RunnerSetupError,
+    fault_of,
+    refusal_ends_runner,
+    setup_error,
+)
+from quorumbench.runner.keys import keys_root
+from quorumbench.runner.preflight import preflight
+from quorumbench.runner.progress import task_progress
 from quorumbench.runner.sandbox import (
     Limits,
-    Sandbox,
     default_memory_mb,
     protected_paths,
     resolve_sandbox,
 )
-from quorumbench.runner.worker import load_sandboxed
 from quorumbench.settings import RunnerSettings
+
+__all__ = [
+    "LeaseClient",
+    "LeaseKeeper",
+    "Prepared",
+    "Runner",
+    "TaskEvaluator",
+    "TaskOutcome",
+    "build_runner",
+    "fatal_error",
+    "result_payload",
+    "stop_on_signals",
+]
 
 log = logging.getLogger("quorumbench.runner")
 
 Status = Literal[
-    "no-work", "submitted", "duplicate", "refused", "failed", "abandoned", "rejected", "stopped"
+    "no-work",
+    "submitted",
+    "duplicate",
+    "refused",
+    "failed",
+    "abandoned",
+    "rejected",
+    "stopped",
+    "setup-error",
 ]
 MIN_HEARTBEAT_S = 0.5
 
@@ -83,10 +110,22 @@ class TaskOutcome:
     lease_id: int | None = None
     score: float | None = None
     detail: str = ""
+    error: QuorumError | None = field(default=None, compare=False, repr=False)
+    """What went wrong, when something did."""
 
     @property
     def ok(self) -> bool:
         return self.status in ("no-work", "submitted", "duplicate")
+
+    @property
+    def ends_runner(self) -> bool:
+        """Whether every further task would end the same way: a setup error here, or a
+        refusal of this runner's results (its token or key)."""
+        if self.status == "setup-error":
+            return True
+        return (
+            self.status == "rejected" and self.error is not None and refusal_ends_runner(self.error)
+        )
 
 
 class LeaseClient(Protocol):
@@ -103,146 +142,6 @@ class LeaseClient(Protocol):
     def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
-
-
-BackendLoader = Callable[[str, BackendOptions], ModelBackend]
-BenchmarkLoader = Callable[[str, BenchmarkContext], Benchmark]
-
-
-def _load_backend(ref: str, options: BackendOptions) -> ModelBackend:
-    return load_backend(ref, options)
-
-
-def _load_benchmark(name: str, context: BenchmarkContext) -> Benchmark:
-    return load_benchmark(name, context)
-
-
-def _no_watch() -> None:
-    pass
-
-
-def _normalized(value: Any) -> Any:
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A task checked against this runner's benchmark, ready to evaluate."""
-
-    benchmark: Benchmark
-    config: EvalConfig
-    model_ref: str
-    samples: tuple[Sample, ...]
-    """The task's samples, derived and checked against its sample ids."""
-
-
-class TaskEvaluator:
-    """Loads (and caches) benchmarks and models; evaluates exactly a task's samples.
-
-    With a ``sandbox``, a model that runs code on this machine (``hf:``, ``gguf:``,
-    ``bundled:``) is fetched here and loaded in a sandboxed worker, one per cached
-    model (``runner/worker.py``); ``openai:`` endpoints and the test loaders run in
-    this process.
-    """
-
-    def __init__(
-        self,
-        *,
-        datasets_dir: Path | None = None,
-        options: BackendOptions | None = None,
-        batch_size: int = 8,
-        max_models: int = 1,
-        backend_loader: BackendLoader = _load_backend,
-        benchmark_loader: BenchmarkLoader = _load_benchmark,
-        sandbox: Sandbox | None = None,
-    ) -> None:
-        self.context = BenchmarkContext(datasets_dir)
-        self.options = options or BackendOptions()
-        self.batch_size = batch_size
-        self.max_models = max(1, max_models)
-        self._load_backend = backend_loader
-        self._load_benchmark = benchmark_loader
-        self.sandbox = sandbox
-        self._backends: OrderedDict[str, ModelBackend] = OrderedDict()
-        self._benchmarks: dict[str, Benchmark] = {}
-
-    def benchmark(self, name: str) -> Benchmark:
-        if name not in self._benchmarks:
-            self._benchmarks[name] = self._load_benchmark(name, self.context)
-        return self._benchmarks[name]
-
-    def backend(self, ref: str, watch: Callable[[], None] = _no_watch) -> ModelBackend:
-        """The model behind ``ref``, loaded once and kept (least recently used goes).
-
-        ``watch`` is called while a sandboxed model loads; what it raises stops the
-        load (and kills the sandbox). A sandboxed model whose worker died is loaded
-        again.
-        """
-        if ref in self._backends:
-            if getattr(self._backends[ref], "alive", True):
-                self._backends.move_to_end(ref)
-                return self._backends[ref]
-            self.evict(ref)
-        while len(self._backends) >= self.max_models:
-            self.evict(next(iter(self._backends)))
-        if self.sandbox is not None and sandboxable(ref):
-            backend: ModelBackend = load_sandboxed(ref, self.options, self.sandbox, watch)
-        else:
-            backend = self._load_backend(ref, self.options)
-        self._backends[ref] = backend
-        return backend
-
-    def evict(self, ref: str) -> None:
-        backend = self._backends.pop(ref, None)
-        if backend is not None:
-            backend.close()
-
-    def prepare(self, task: Mapping[str, Any]) -> Prepared:
-        """Check the task against the local benchmark; raise a QuorumError if it differs."""
-        try:
-            spec = task["benchmark"]
-            name, version = str(spec["name"]), int(spec["version"])
-            n = int(task["n_samples"])
-            wanted = [str(i) for i in task["sample_ids"]]
-            commitment = str(task["seed_commitment"])
-            ref = str(task["model"]["ref"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"the server sent a task this runner cannot read ({exc!r})") from exc
-        bench = self.benchmark(name)
-        if bench.version != version or bench.prompt_version != int(spec["prompt_version"]):
-            raise ConfigError(
-                f"the task needs {name} v{version} (prompt v{spec['prompt_version']}); this "
-                f"runner has v{bench.version} (prompt v{bench.prompt_version}): its quorumbench "
-                "is out of date, upgrade it"
-            )
-        if bench.dataset_sha256 != spec["dataset_sha256"]:
-            raise DataError(
-                f"data mismatch for {name}: the task's data has SHA-256 {spec['dataset_sha256']}, "
-                f"this runner's has {bench.dataset_sha256} (check --datasets-dir)"
-            )
-        if "config" in spec and _normalized(dict(bench.config)) != _normalized(spec["config"]):
-            raise ConfigError(
-                f"{name} prompt options differ: the task has {spec['config']}, this runner "
-                f"{dict(bench.config)}"
-            )
-        if len(wanted) != n or len(set(wanted)) != n:
-            raise DataError(f"the task asks for {n} samples but lists {len(set(wanted))} ids")
-        # The epoch's seed is secret until the epoch is over, so the ids cannot be
-        # re-derived here; `quorumbench verify` checks them against the revealed seed.
-        samples = bench.samples(wanted)  # a DataError for an id the benchmark lacks
-        config = EvalConfig(n=n, seed=commitment, batch_size=self.batch_size)
-        return Prepared(bench, config, ref, tuple(samples))
-
-    def run(
-        self, prepared: Prepared, backend: ModelBackend, progress: Callable[[int], None]
-    ) -> RunResult:
-        return evaluate(
-            prepared.benchmark, backend, prepared.config, progress, samples=prepared.samples
-        )
-
-    def close(self) -> None:
-        for ref in list(self._backends):
-            self.evict(ref)
 
 
 def result_payload(task_id: int, result: RunResult) -> dict[str, Any]:
@@ -320,6 +219,10 @@ class Runner:
         self.max_idle_backoff_s = max(max_idle_backoff_s, min_idle_backoff_s)
         self.min_heartbeat_s = min_heartbeat_s
         self.task_time_limit_s = task_time_limit_s
+        self.identity: Identity | None = None
+        """Who this runner is on the server (set by :func:`build_runner`'s pre-flight)."""
+        self.busy = threading.Event()
+        """Set while a task is leased: a stop request then releases it."""
 
     def close(self) -> None:
         self.evaluator.close()
@@ -360,6 +263,7 @@ class Runner:
             lease.task.get("benchmark", {}).get("name"),
             lease.task.get("n_samples"),
         )
+        self.busy.set()
         keeper = LeaseKeeper(self.client, lease, self.min_heartbeat_s)
         keeper.start()
         try:
@@ -370,18 +274,22 @@ class Runner:
             raise
         finally:
             keeper.stop()
+            self.busy.clear()
+        detail = outcome.detail
+        if outcome.status == "setup-error":  # the runner's last line says it in full
+            detail = "released; this runner cannot do it as it is set up"
         log.info(
             "task %s (lease %s): %s%s%s",
             outcome.task_id,
             outcome.lease_id,
             outcome.status,
             "" if outcome.score is None else f", score {outcome.score:.4f}",
-            f" ({outcome.detail})" if outcome.detail else "",
+            f" ({detail})" if detail else "",
         )
         return outcome
 
     def _work(self, lease: Lease, keeper: LeaseKeeper, stop: threading.Event) -> TaskOutcome:
-        ids = {"task_id": lease.task.get("id"), "lease_id": lease.lease_id}
+        ids: dict[str, Any] = {"task_id": lease.task.get("id"), "lease_id": lease.lease_id}
         limit = self.task_time_limit_s
         deadline = None if limit is None else time.monotonic() + limit
 
@@ -407,13 +315,17 @@ class Runner:
                 return TaskOutcome("abandoned", detail=f"lease lost: {keeper.reason}", **ids)
             self._release(lease)
             return TaskOutcome("stopped", detail="stop requested; lease released", **ids)
-        except (SandboxError, EvaluationTimeoutError) as exc:  # the model's code failed
-            self.evaluator.evict(str(lease.task.get("model", {}).get("ref", "")))
-            self._fail(lease, exc.message)
-            return TaskOutcome("failed", detail=exc.message, **ids)
         except QuorumError as exc:
+            if fault_of(exc) == "setup":  # no failure recorded: the task is fine
+                error = setup_error(exc, self.evaluator.context.datasets_dir)
+                keeper.stop()
+                self._release(lease)
+                return TaskOutcome("setup-error", detail=error.message, error=error, **ids)
+            if isinstance(exc, SandboxError | EvaluationTimeoutError):  # the model's code
+                self.evaluator.evict(str(lease.task.get("model", {}).get("ref", "")))
+                stage = "failed"
             self._fail(lease, exc.message)
-            return TaskOutcome(stage, detail=exc.message, **ids)
+            return TaskOutcome(stage, detail=exc.message, error=exc, **ids)
         except Exception as exc:  # a bug or a crashed backend must not end the loop
             log.exception("task %s failed", ids["task_id"])
             self.evaluator.evict(str(lease.task.get("model", {}).get("ref", "")))
@@ -428,21 +340,11 @@ class Runner:
         backend: ModelBackend,
         checkpoint: Callable[[int], None],
     ) -> RunResult:
-        if self.console is None:
-            return self.evaluator.run(prepared, backend, checkpoint)
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.console,
-            transient=True,
-        ) as bar:
-            label = f"task {lease.task_id} {prepared.benchmark.name} × {prepared.model_ref}"
-            bar_task = bar.add_task(label, total=prepared.config.n)
+        label = f"task {lease.task_id} {prepared.benchmark.name} × {prepared.model_ref}"
+        with task_progress(self.console, lease.task_id, label, prepared.config.n) as advance:
 
             def progress(k: int) -> None:
-                bar.advance(bar_task, k)
+                advance(k)
                 checkpoint(k)
 
             return self.evaluator.run(prepared, backend, progress)
@@ -464,7 +366,7 @@ class Runner:
                 break
             except LeaseExpiredError as exc:
                 return TaskOutcome("abandoned", score=score, detail=exc.message, **ids)
-            except ServerUnavailableError as exc:
+            except (ServerUnavailableError, RateLimitedError) as exc:
                 alive = datetime.now(UTC) < keeper.lease.expires_at and not keeper.lost.is_set()
                 if not alive or stop.is_set():
                     return TaskOutcome(
@@ -472,8 +374,11 @@ class Runner:
                     )
                 log.warning("%s; resending the result", exc.message)
                 stop.wait(self.min_idle_backoff_s)
-            except QuorumError as exc:
-                return TaskOutcome("rejected", score=score, detail=exc.message, **ids)
+            except QuorumError as exc:  # refused: give the slot back now, not in 10 minutes
+                keeper.stop()
+                self._release(lease)
+                detail = f"the server refused the result ({exc.message}); lease released"
+                return TaskOutcome("rejected", score=score, detail=detail, error=exc, **ids)
         status: Status = "duplicate" if answer.get("duplicate") else "submitted"
         return TaskOutcome(
             status, score=score, detail=f"task is {answer.get('task_status')}", **ids
@@ -491,6 +396,8 @@ class Runner:
             except ServerUnavailableError as exc:
                 log.warning("%s; waiting %.0f s", exc.message, wait)
                 outcome = TaskOutcome("no-work", detail=exc.message)
+            if outcome.ends_runner:
+                raise fatal_error(outcome)
             if outcome.status in ("submitted", "duplicate"):
                 submitted += 1
             if outcome.status == "no-work":
@@ -507,8 +414,28 @@ class Runner:
         return submitted
 
 
-def build_runner(settings: RunnerSettings, *, console: Console | None = None) -> Runner:
-    """The runner for ``settings``: an HTTP client and an evaluator with empty caches."""
+def fatal_error(outcome: TaskOutcome) -> QuorumError:
+    """The one-line error that ends the runner after ``outcome`` (``ends_runner``)."""
+    error = outcome.error or RunnerSetupError(outcome.detail)
+    if outcome.status == "rejected":
+        return RunnerSetupError(
+            f"the server refuses this runner's results: {error.message} (check its token, "
+            "and its key with `quorumbench runner init`)"
+        )
+    return error
+
+
+def build_runner(
+    settings: RunnerSettings,
+    *,
+    console: Console | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> Runner:
+    """The runner for ``settings``: a sandbox, an HTTP client whose token and signing key
+    passed the pre-flight (``runner/preflight.py``), and an evaluator with empty caches.
+
+    Nothing is pulled here; what cannot work is refused before the first pull.
+    """
     if settings.token is None:
         raise ConfigError("no API token: pass --token or set QB_RUNNER_TOKEN")
     url = settings.server_url
@@ -516,9 +443,9 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
         ("http://127.0.0.1", "http://localhost", "http://[::1]")
     ):
         log.warning("the server URL %s is not HTTPS: the token travels in clear text", url)
-    key = load_key(settings.key_file or default_key_file(settings.name))
+    keys = (keys_root(),) if settings.key_file is None else (keys_root(), settings.key_file)
     limits = Limits(settings.memory_limit_mb or default_memory_mb(), settings.process_limit)
-    sandbox = resolve_sandbox(settings.sandbox, limits, protected_paths((key.path,)))
+    sandbox = resolve_sandbox(settings.sandbox, limits, protected_paths(keys))
     if sandbox is not None:
         log.info(
             "model code runs in a %s sandbox: no network, %s MB of address space, "
@@ -529,8 +456,18 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
             settings.task_time_limit_s,
         )
     client = ServerClient(
-        url, settings.token, settings.name, timeout_s=settings.request_timeout_s, key=key
+        url,
+        settings.token,
+        settings.name,
+        timeout_s=settings.request_timeout_s,
+        transport=transport,
     )
+    try:
+        ready = preflight(client, settings)
+    except BaseException:
+        client.close()
+        raise
+    client.key = ready.key
     evaluator = TaskEvaluator(
         datasets_dir=settings.datasets_dir,
         options=BackendOptions(
@@ -543,8 +480,9 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
         batch_size=settings.batch_size,
         max_models=settings.max_loaded_models,
         sandbox=sandbox,
+        allow_private_endpoints=settings.allow_private_endpoints,
     )
-    return Runner(
+    runner = Runner(
         client,
         evaluator,
         console=console,
@@ -552,11 +490,18 @@ def build_runner(settings: RunnerSettings, *, console: Console | None = None) ->
         max_idle_backoff_s=settings.max_idle_backoff_s,
         task_time_limit_s=settings.task_time_limit_s,
     )
+    runner.identity = ready.identity
+    return runner
 
 
 @contextmanager
-def stop_on_signals(stop_event: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM set ``stop_event``; a second SIGINT interrupts at once."""
+def stop_on_signals(
+    stop_event: threading.Event, busy: Callable[[], bool] = lambda: True
+) -> Iterator[None]:
+    """SIGINT/SIGTERM set ``stop_event``; a second SIGINT interrupts at once.
+
+    ``busy`` says whether a task is leased (then it is released on the way out).
+    """
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be installed in the main thread
         return
@@ -564,7 +509,10 @@ def stop_on_signals(stop_event: threading.Event) -> Iterator[None]:
     def handler(signum: int, _frame: object) -> None:
         if stop_event.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
-        log.warning("stopping: the current task is released (Ctrl-C again to force)")
+        if busy():
+            log.warning("stopping: the current task is released (Ctrl-C again to force)")
+        else:
+            log.warning("stopping")
         stop_event.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from quorumbench.backends import BackendOptions
+from quorumbench.backends._files import require
 from quorumbench.backends.local import LocalModel, fetch_model
 from quorumbench.errors import EvaluationTimeoutError, SandboxError
 from quorumbench.evaluation.backend import (
@@ -44,6 +45,7 @@ from quorumbench.evaluation.backend import (
 )
 from quorumbench.runner import protocol
 from quorumbench.runner._cgroup import PidsCgroup, pids_root, sweep
+from quorumbench.runner.faults import RunnerSetupError
 from quorumbench.runner.sandbox import Layout, Sandbox, layout, worker_env
 
 log = logging.getLogger("quorumbench.runner")
@@ -98,9 +100,12 @@ class Worker:
                 start_new_session=True,  # Ctrl-C in the terminal reaches the runner only
                 close_fds=True,
             )
-        except OSError as exc:
+        except OSError as exc:  # this machine's tool, not the model: a setup error
             self._remove_cgroup()
-            raise SandboxError(f"cannot start the sandbox: {exc}") from exc
+            raise RunnerSetupError(
+                f"cannot start the {sandbox.tool} sandbox ({exc}): check that it still works "
+                "here (`quorumbench runner start` tests it when it starts)"
+            ) from exc
         assert self.process.stdout is not None and self.process.stderr is not None
         self._readers = [
             threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True),
@@ -344,8 +349,18 @@ def convert_sandboxed(
 def load_sandboxed(
     ref: str, options: BackendOptions, sandbox: Sandbox, watch: Watch = _no_watch
 ) -> SandboxedBackend:
-    """Fetch ``ref`` here, then load it in a fresh sandboxed worker."""
+    """Fetch ``ref`` here, then load it in a fresh sandboxed worker.
+
+    The packages the worker needs are checked here first: the worker runs this Python,
+    and a package missing here is this machine's setup error
+    (``MissingDependencyError``), while anything the worker reports is the model's.
+    """
     model = fetch_model(ref, options)
+    require("torch", "transformers", extra="hf")
+    if not model.converted:
+        require("gguf", extra="gguf")
+    if model.adapter is not None:
+        require("peft", extra="hf")
     watch()
     if not model.converted:
         convert_sandboxed(model, options, sandbox, watch)

@@ -31,7 +31,7 @@ from quorumbench.benchmarks.arith import ArithBenchmark
 from quorumbench.errors import ConfigError
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import select_samples
-from quorumbench.runner.client import Lease
+from quorumbench.runner.client import Identity, Lease
 from quorumbench.runner.loop import Runner, TaskEvaluator
 from quorumbench.runner.sandbox import (
     Limits,
@@ -92,10 +92,18 @@ def make_task(ref: str, task_id: int = 1, n: int = 2, seed: str = "sandbox") -> 
 class FakeClient:
     """Hands out the given tasks; records everything the runner sends."""
 
-    def __init__(self, tasks):
+    def __init__(self, tasks, key_ids=()):
         self.tasks = list(tasks)
         self.released: list[int] = []
         self.submitted: list[dict] = []
+        self.key_ids = list(key_ids)
+        """The runner's registered keys, for the pre-flight."""
+
+    def me(self):
+        return Identity(1, "alice", False, frozenset({"task:pull", "task:submit"}))
+
+    def runner_keys(self):
+        return [{"key_id": key_id, "revoked_at": None} for key_id in self.key_ids]
 
     def pull(self):
         if not self.tasks:
@@ -429,10 +437,12 @@ def test_without_a_sandbox_the_runner_refuses_unless_told(tmp_path, monkeypatch)
         resolve_sandbox("unshare", limits)
     assert resolve_sandbox("none", limits) is None
 
-    monkeypatch.setattr("quorumbench.runner.loop.ServerClient", lambda *a, **k: FakeClient([]))
+    key = create_key(tmp_path / "r.key")
+    server = FakeClient([], key_ids=[key.key_id])
+    monkeypatch.setattr("quorumbench.runner.loop.ServerClient", lambda *a, **k: server)
     for var in [v for v in os.environ if v.startswith("QB_RUNNER_")]:
         monkeypatch.delenv(var)
-    monkeypatch.setenv("QB_RUNNER_KEY_FILE", str(create_key(tmp_path / "r.key").path))
+    monkeypatch.setenv("QB_RUNNER_KEY_FILE", str(key.path))
     monkeypatch.chdir(tmp_path)  # no .env here
     args = ["runner", "start", "--token", "qb_x", "--once"]
     refused_run = CliRunner().invoke(app, args)

@@ -578,6 +578,14 @@ def list_keys_check(facts: Facts, caller: Caller, answer: httpx.Response) -> Non
         assert facts.alice_key_id() not in answer.text, "alice's keys leaked"
 
 
+def who_am_i(facts: Facts, caller: Caller, answer: httpx.Response) -> None:
+    """``/v0/me`` names the caller's own account and exactly its credential's scopes."""
+    if answer.is_success:
+        body = answer.json()
+        assert body["name"] == caller.account, body
+        assert body["scopes"] == sorted(caller.scopes), body
+
+
 def revoke_key(facts: Facts, caller: Caller) -> Request:
     return Request(f"/v0/runners/alice-box/keys/{facts.alice_key_id()}")
 
@@ -921,6 +929,7 @@ VARIANTS: list[Variant] = [
         PUBLIC,
         lambda facts, caller: Request(f"/v0/runner-keys/{facts.alice_key_id()}"),
     ),
+    Variant("GET", "/v0/me", "own", ANY, fixed("/v0/me"), check=who_am_i),
     Variant("GET", "/v0/me/quota", "own", ANY, fixed("/v0/me/quota")),
     # the site's pages (server-rendered, public)
     Variant("GET", "/", "leaderboard", PUBLIC, fixed("/")),

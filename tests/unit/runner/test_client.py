@@ -39,7 +39,10 @@ def lease_body(expires_at: datetime) -> dict:
     return {"lease_id": 3, "attempt": 1, "expires_at": expires_at.isoformat(), "task": TASK}
 
 
-def make_client(handler, *, attempts: int = 4, waits: list[float] | None = None) -> ServerClient:
+def make_client(
+    handler, *, attempts: int = 4, waits: list[float] | None = None, reached: bool = True
+) -> ServerClient:
+    """A client; ``reached`` (the default here): as if the server had answered it before."""
     recorded = waits if waits is not None else []
     return ServerClient(
         BASE,
@@ -48,6 +51,7 @@ def make_client(handler, *, attempts: int = 4, waits: list[float] | None = None)
         max_attempts=attempts,
         transport=httpx.MockTransport(handler),
         sleep=recorded.append,
+        reached=reached,
     )
 
 
@@ -289,3 +293,82 @@ def test_retry_warnings_do_not_log_the_token(caplog):
         make_client(lambda r: answers.pop(0)).pull()
     assert "retrying" in caplog.text
     assert TOKEN not in caplog.text
+
+
+def test_the_first_contact_is_one_attempt_that_names_the_url_and_the_cause():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ConnectError(f"[Errno 111] Connection refused {TOKEN}")
+
+    waits: list[float] = []
+    client = make_client(handler, attempts=5, waits=waits, reached=False)
+    with pytest.raises(ServerUnavailableError) as caught:
+        client.me()
+    assert len(calls) == 1 and waits == [], "no retries, no backoff"
+    message = caught.value.message
+    assert message.startswith("cannot reach http://server.test (ConnectError: [Errno 111]")
+    assert TOKEN not in message and "***" in message
+    assert not client.reached
+
+    answers = [httpx.Response(503)]
+    client = make_client(lambda r: answers.pop(0), reached=False)
+    with pytest.raises(ServerUnavailableError, match="answered 503 to GET /v0/me$"):
+        client.me()
+
+
+def test_once_the_server_answered_later_outages_are_retried():
+    answers: list[object] = [
+        httpx.Response(200, json={"account_id": 1, "name": "a", "is_admin": False, "scopes": []}),
+        httpx.ConnectError("restarting"),
+        httpx.Response(503),
+        httpx.Response(204),
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, httpx.Response)
+        return answer
+
+    waits: list[float] = []
+    client = make_client(handler, waits=waits, reached=False)
+    client.me()
+    assert client.reached
+    assert client.pull() is None
+    assert len(waits) == 2
+
+
+def test_a_4xx_counts_as_reaching_the_server():
+    client = make_client(lambda r: problem(401, "unauthenticated", "unknown token"), reached=False)
+    with pytest.raises(AuthenticationError):
+        client.me()
+    assert client.reached
+
+
+def test_me_and_runner_keys():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path == "/v0/me":
+            body = {"account_id": 4, "name": "alice", "is_admin": False, "scopes": ["task:pull"]}
+            return httpx.Response(200, json=body)
+        return httpx.Response(200, json=[{"key_id": "ab", "revoked_at": None}])
+
+    client = make_client(handler)
+    me = client.me()
+    assert (me.account_id, me.account, me.is_admin) == (4, "alice", False)
+    assert me.grants("task:pull") and not me.grants("task:submit")
+    assert client.runner_keys() == [{"key_id": "ab", "revoked_at": None}]
+    assert seen[1].url.path == "/v0/runners/box-1/keys"
+
+
+def test_a_refused_signature_is_a_signature_error():
+    from quorumbench.errors import SignatureError
+
+    client = make_client(lambda r: problem(422, "invalid-signature", "key … was revoked"))
+    with pytest.raises(SignatureError):
+        client.submit(a_lease(), {"task_id": 7})

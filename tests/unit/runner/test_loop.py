@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import signal
 import tempfile
 import threading
 import time
@@ -18,15 +21,27 @@ from quorumbench.benchmarks.arith import ArithBenchmark
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
+    DataNotFoundError,
+    InvalidSubmissionError,
     LeaseExpiredError,
+    MissingDependencyError,
     ModelLoadError,
+    NotFoundError,
     ServerUnavailableError,
+    SignatureError,
 )
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import select_samples
-from quorumbench.runner.client import Lease
-from quorumbench.runner.keys import create_key, default_key_file, load_key
-from quorumbench.runner.loop import Runner, TaskEvaluator, build_runner, result_payload
+from quorumbench.runner.client import Identity, Lease
+from quorumbench.runner.faults import RunnerSetupError
+from quorumbench.runner.keys import create_key, key_file_for, load_key
+from quorumbench.runner.loop import (
+    Runner,
+    TaskEvaluator,
+    build_runner,
+    result_payload,
+    stop_on_signals,
+)
 from quorumbench.settings import RunnerSettings
 
 MODEL = "bundled:mock-model"
@@ -64,9 +79,18 @@ def make_task(arith, task_id=1, *, n=3, seed="s", model=MODEL, **bench_overrides
 
 
 class FakeClient:
-    """Hands out scripted tasks and records every call."""
+    """Hands out scripted tasks and records every call.
+
+    For the pre-flight it answers ``GET /v0/me`` with ``identity`` and lists
+    ``key_ids`` as the runner's keys (None: the account never used the runner name).
+    """
 
     def __init__(self, tasks, *, ttl_s=60.0, heartbeat_error=None, when_empty=None):
+        self.identity = Identity(1, "alice", False, frozenset({"task:pull", "task:submit"}))
+        self.key_ids: list[str] | None = []
+        self.revoked: set[str] = set()
+        self.key = None
+        self.failed: list[tuple[int, str]] = []
         self.tasks = list(tasks)
         self.ttl_s = ttl_s
         self.heartbeat_error = heartbeat_error
@@ -103,8 +127,19 @@ class FakeClient:
     def release(self, lease):
         self.released.append(lease.lease_id)
 
-    def fail(self, lease, reason):  # the slot goes back, as on a release
-        self.released.append(lease.lease_id)
+    def fail(self, lease, reason):  # the slot goes back, and the failure is recorded
+        self.failed.append((lease.lease_id, reason))
+
+    def me(self):
+        return self.identity
+
+    def runner_keys(self):
+        if self.key_ids is None:
+            raise NotFoundError("this account has no runner 'r1'")
+        return [
+            {"key_id": k, "revoked_at": "2030-01-01T00:00:00Z" if k in self.revoked else None}
+            for k in self.key_ids
+        ]
 
     def submit(self, lease, payload):
         self.submitted.append((lease.lease_id, payload))
@@ -121,7 +156,9 @@ def make_runner(client, backend_loader=None, **kwargs):
         loads.append(ref)
         return MockBackend(lambda p: "#### 4")
 
-    evaluator = TaskEvaluator(backend_loader=backend_loader or default_loader, batch_size=2)
+    evaluator = TaskEvaluator(
+        backend_loader=backend_loader or default_loader, batch_size=2, **kwargs
+    )
     runner = Runner(
         client, evaluator, min_idle_backoff_s=0.01, max_idle_backoff_s=0.02, min_heartbeat_s=0.01
     )
@@ -228,7 +265,7 @@ def test_keyboard_interrupt_releases_the_lease_and_propagates(arith):
     assert client.submitted == []
 
 
-def test_a_load_error_releases_and_the_loop_goes_on(arith):
+def test_a_load_error_is_reported_as_a_failure_and_the_loop_goes_on(arith):
     stop = threading.Event()
     client = FakeClient(
         [make_task(arith, 1, model="bundled:broken"), make_task(arith, 2)], when_empty=stop.set
@@ -241,7 +278,8 @@ def test_a_load_error_releases_and_the_loop_goes_on(arith):
 
     submitted = make_runner(client, loader).run_forever(stop)
     assert submitted == 1
-    assert client.released == [100]
+    assert client.failed == [(100, "weights are corrupt")]  # the model's fault: reported
+    assert client.released == []
     assert [lease_id for lease_id, _ in client.submitted] == [101]
     assert client.submitted[0][1]["task_id"] == 2
 
@@ -255,26 +293,78 @@ def test_an_unexpected_backend_crash_releases_and_reports(arith, caplog):
     outcome = make_runner(client, lambda ref, options: MockBackend(answer)).run_once()
     assert outcome.status == "failed"
     assert "CUDA out of memory" in outcome.detail
-    assert client.released == [100]
+    assert [lease_id for lease_id, _ in client.failed] == [100]
 
 
-def test_a_newer_benchmark_version_is_refused_with_a_clear_error(arith):
-    client = FakeClient([make_task(arith, version=arith.version + 1)])
+def test_a_newer_benchmark_version_is_released_and_stops_the_runner(arith):
+    """This runner's quorumbench is out of date: no failure is recorded (the task is
+    fine), the slot reopens at once, and the runner stops instead of pulling the next
+    task of that benchmark only to give it back."""
+    stop = threading.Event()
+    tasks = [make_task(arith, version=arith.version + 1), make_task(arith, 2)]
+    client = FakeClient(tasks, when_empty=stop.set)
     runner = make_runner(client)
-    outcome = runner.run_once()
-    assert outcome.status == "refused"
-    assert "out of date" in outcome.detail
+    with pytest.raises(RunnerSetupError, match="out of date, upgrade it"):
+        runner.run_forever(stop)
     assert client.released == [100]
-    assert client.submitted == []
+    assert client.failed == [] and client.submitted == []
+    assert len(client.pulled) == 1, "no hot loop of pull and release"
     assert runner.loads == [], "the model is not loaded for a task the runner cannot do"
 
 
-def test_a_data_mismatch_is_refused(arith):
+def test_a_data_mismatch_is_a_setup_error(arith):
     client = FakeClient([make_task(arith, dataset_sha256="f" * 64)])
     outcome = make_runner(client).run_once()
-    assert outcome.status == "refused"
+    assert outcome.status == "setup-error" and outcome.ends_runner
     assert "data mismatch" in outcome.detail
-    assert client.released == [100]
+    assert "QB_RUNNER_DATASETS_DIR" in outcome.detail
+    assert client.released == [100] and client.failed == []
+
+
+def test_missing_data_names_the_variables_the_runner_reads(arith):
+    def loader(name, context):
+        raise DataNotFoundError(
+            "cannot download org/data@abc/test.parquet from the Hub (ConnectError); offline, "
+            "set QB_DATASETS_DIR to a local copy"
+        )
+
+    client = FakeClient([make_task(arith)])
+    runner = make_runner(client)
+    runner.evaluator = TaskEvaluator(benchmark_loader=loader, datasets_dir=Path("/data/here"))
+    outcome = runner.run_once()
+    assert outcome.status == "setup-error"
+    assert outcome.detail.startswith("cannot download org/data@abc/test.parquet")
+    assert "set QB_DATASETS_DIR to a local copy" not in outcome.detail  # eval's advice
+    assert "reads benchmark data from /data/here" in outcome.detail
+    assert "--datasets-dir or QB_RUNNER_DATASETS_DIR" in outcome.detail
+    assert client.released == [100] and client.failed == []
+
+
+def test_a_missing_package_is_a_setup_error_and_a_load_error_is_not(arith):
+    def loader(ref, options):
+        raise MissingDependencyError("gguf", "gguf")
+
+    client = FakeClient([make_task(arith)])
+    outcome = make_runner(client, loader).run_once()
+    assert outcome.status == "setup-error"
+    assert "pip install 'quorumbench[gguf]'" in outcome.detail
+    assert client.released == [100] and client.failed == []
+
+
+def test_a_private_openai_endpoint_is_the_models_failure_unless_allowed(arith):
+    ref = "openai:http://127.0.0.1:9/v1#m"
+    client = FakeClient([make_task(arith, model=ref)])
+    runner = make_runner(client)
+    outcome = runner.run_once()
+    assert outcome.status != "setup-error"
+    assert "loopback" in outcome.detail
+    assert [lease_id for lease_id, _ in client.failed] == [100]
+    assert runner.loads == [], "the endpoint is never called"
+
+    client = FakeClient([make_task(arith, model=ref)])
+    allowed = make_runner(client, allow_private_endpoints=True)
+    assert allowed.run_once().status == "submitted"
+    assert allowed.loads == [ref]
 
 
 def test_sample_ids_the_benchmark_lacks_or_repeats_are_refused(arith):
@@ -285,9 +375,10 @@ def test_sample_ids_the_benchmark_lacks_or_repeats_are_refused(arith):
     for task, why in ((unknown, "arith has no sample"), (repeated, "lists 2 ids")):
         client = FakeClient([task])
         outcome = make_runner(client).run_once()
-        assert outcome.status == "refused"
+        assert outcome.status == "refused" and not outcome.ends_runner
         assert why in outcome.detail
         assert client.submitted == []
+        assert [lease_id for lease_id, _ in client.failed] == [100]
 
 
 def test_the_task_carries_no_secret_seed_and_its_own_ids_are_evaluated(arith):
@@ -315,6 +406,41 @@ def test_an_expired_lease_at_submit_is_abandoned(arith):
     outcome = make_runner(client).run_once()
     assert outcome.status == "abandoned"
     assert not outcome.ok
+    assert client.released == []  # it is gone already
+
+
+def test_a_refused_submission_releases_the_lease_at_once(arith):
+    stop = threading.Event()
+    client = FakeClient([make_task(arith), make_task(arith, 2, seed="t")], when_empty=stop.set)
+    answers = [InvalidSubmissionError("n does not match the task"), None]
+
+    def submit(lease, payload):
+        client.submitted.append((lease.lease_id, payload))
+        error = answers.pop(0)
+        if error is not None:
+            raise error
+        return {"duplicate": False, "task_status": "PENDING"}
+
+    client.submit = submit
+    runner = make_runner(client)
+    first = runner.run_once()
+    assert first.status == "rejected" and not first.ends_runner
+    assert "n does not match the task" in first.detail
+    assert client.released == [100], "the slot reopens now, not when the lease expires"
+    assert runner.run_forever(stop) == 1  # the loop goes on
+
+
+def test_a_refused_signature_releases_and_stops_the_runner(arith):
+    client = FakeClient([make_task(arith), make_task(arith, 2, seed="t")])
+
+    def refuse(lease, payload):
+        raise SignatureError("key 0123… is not a key of the runner that holds lease 100")
+
+    client.submit = refuse
+    with pytest.raises(RunnerSetupError, match="refuses this runner's results"):
+        make_runner(client).run_forever(threading.Event())
+    assert client.released == [100]
+    assert len(client.pulled) == 1
 
 
 def test_models_and_benchmarks_are_loaded_once(arith):
@@ -367,30 +493,48 @@ def test_result_payload_maps_the_run(arith):
 
 
 @pytest.fixture
-def key_file(tmp_path, monkeypatch):
-    """A runner signing key where the runner looks for it by default."""
+def server(monkeypatch):
+    """The server build_runner talks to: a FakeClient (alice's token, pull and submit)."""
+    client = FakeClient([])
+    monkeypatch.setattr("quorumbench.runner.loop.ServerClient", lambda *a, **k: client)
+    return client
+
+
+@pytest.fixture
+def key_file(tmp_path, monkeypatch, server):
+    """A registered runner signing key where the runner looks for it by default."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return create_key(default_key_file("r1")).path
+    key = create_key(key_file_for("http://127.0.0.1:1", "alice", "r1"))
+    server.key_ids = [key.key_id]
+    return key.path
 
 
 def test_build_runner_needs_a_token(key_file):
     with pytest.raises(ConfigError, match="QB_RUNNER_TOKEN"):
         build_runner(RunnerSettings(_env_file=None, server_url="http://127.0.0.1:1"))
     settings = RunnerSettings(
-        _env_file=None, server_url="http://127.0.0.1:1", token=SecretStr("qb_x"), name="r1"
+        _env_file=None,
+        server_url="http://127.0.0.1:1",
+        token=SecretStr("qb_x"),
+        name="r1",
+        sandbox="none",
     )
     with build_runner(settings) as runner:
-        assert runner.client.runner == "r1"
         assert runner.client.key is not None and runner.client.key.path == key_file
+        assert runner.identity is not None and runner.identity.account == "alice"
         assert "qb_x" not in repr(settings)
 
 
-def test_build_runner_needs_a_signing_key(tmp_path, monkeypatch):
+def test_build_runner_needs_a_signing_key(tmp_path, monkeypatch, server):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "empty"))
     settings = RunnerSettings(
-        _env_file=None, server_url="http://127.0.0.1:1", token=SecretStr("qb_x"), name="r1"
+        _env_file=None,
+        server_url="http://127.0.0.1:1",
+        token=SecretStr("qb_x"),
+        name="r1",
+        sandbox="none",
     )
-    with pytest.raises(ConfigError, match="quorumbench runner init"):
+    with pytest.raises(ConfigError, match="quorumbench runner init --server http://127.0.0.1:1"):
         build_runner(settings)
 
 
@@ -403,7 +547,11 @@ def test_a_key_file_others_can_read_is_refused(key_file):
 def test_the_openai_key_reaches_the_backends_and_stays_masked(monkeypatch, key_file):
     monkeypatch.setenv("QB_RUNNER_OPENAI_API_KEY", "sk-secret-123")
     settings = RunnerSettings(
-        _env_file=None, server_url="http://127.0.0.1:1", token=SecretStr("qb_x"), name="r1"
+        _env_file=None,
+        server_url="http://127.0.0.1:1",
+        token=SecretStr("qb_x"),
+        name="r1",
+        sandbox="none",
     )
     assert "sk-secret-123" not in repr(settings)
     with build_runner(settings) as runner:
@@ -422,21 +570,24 @@ class TestCommandLine:
     """``quorumbench runner start`` wiring (the server is a fake client)."""
 
     @staticmethod
-    def invoke(args, monkeypatch, client=None):
+    def invoke(args, monkeypatch, client=None, env=None):
         from typer.testing import CliRunner
 
         from quorumbench.cli.app import app
 
+        key_dir = Path(tempfile.mkdtemp(prefix="qb-runner-key-"))
+        key = create_key(key_dir / "runner.key")
         if client is not None:
+            client.key_ids = [key.key_id]
             monkeypatch.setattr(
                 "quorumbench.runner.loop.ServerClient", lambda *a, **k: client, raising=True
             )
-        for var in ("QB_RUNNER_TOKEN", "QB_RUNNER_SERVER_URL", "QB_RUNNER_NAME"):
+        for var in [v for v in os.environ if v.startswith("QB_RUNNER_")]:
             monkeypatch.delenv(var, raising=False)
-        key_dir = Path(tempfile.mkdtemp(prefix="qb-runner-key-"))
-        monkeypatch.setenv("QB_RUNNER_KEY_FILE", str(create_key(key_dir / "runner.key").path))
+        monkeypatch.setenv("QB_RUNNER_KEY_FILE", str(key.path))
+        monkeypatch.setenv("QB_RUNNER_SANDBOX", "none")
         monkeypatch.chdir(Path(__file__).parent)  # no .env here
-        return CliRunner().invoke(app, ["runner", "start", *args])
+        return CliRunner().invoke(app, ["runner", "start", *args], env=env)
 
     def test_once_with_no_work_exits_zero_and_says_so(self, monkeypatch):
         result = self.invoke(["--token", "qb_secret_value", "--once"], monkeypatch, FakeClient([]))
@@ -486,3 +637,79 @@ def test_submission_gives_up_when_the_lease_has_run_out(arith):
     outcome = make_runner(client).run_once()
     assert outcome.status == "failed"
     assert "could not submit" in outcome.detail
+
+
+@pytest.mark.parametrize(
+    ("busy", "said", "not_said"),
+    [
+        (False, "stopping", "the current task is released"),
+        (True, "stopping: the current task is released", None),
+    ],
+)
+def test_ctrl_c_says_a_task_is_released_only_when_one_runs(caplog, busy, said, not_said):
+    stop = threading.Event()
+    with (
+        caplog.at_level(logging.WARNING, "quorumbench.runner"),
+        stop_on_signals(stop, lambda: busy),
+    ):
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.wait(5)
+    assert said in caplog.text
+    if not_said:
+        assert not_said not in caplog.text
+
+
+def test_progress_is_logged_in_lines_off_a_terminal(arith, caplog):
+    import io
+
+    from rich.console import Console
+
+    client = FakeClient([make_task(arith, 12, n=10)])
+    runner = make_runner(client)
+    runner.console = Console(file=io.StringIO(), force_terminal=False)
+    with caplog.at_level(logging.INFO, "quorumbench.runner"):
+        assert runner.run_once().status == "submitted"
+    lines = [r.getMessage() for r in caplog.records if "samples," in r.getMessage()]
+    assert lines and lines[-1].startswith("task 12: 10/10 samples, ")
+    assert all(line.startswith("task 12: ") and line.endswith(" s") for line in lines)
+
+
+class TestCommandLineTasks:
+    """``runner start --once`` doing a task (a fake server, the mock model)."""
+
+    @staticmethod
+    def invoke(monkeypatch, client, *args, env=None):
+        def evaluator(**kwargs):
+            kwargs["backend_loader"] = lambda ref, options: MockBackend(lambda p: "#### 4")
+            evaluator.made = TaskEvaluator(**kwargs)
+            return evaluator.made
+
+        monkeypatch.setattr("quorumbench.runner.loop.TaskEvaluator", evaluator)
+        args = ["--token", "qb_x", "--once", *args]
+        result = TestCommandLine.invoke(args, monkeypatch, client, env=env)
+        return result, evaluator
+
+    def test_a_setup_error_is_one_line_and_exit_one(self, arith, monkeypatch):
+        client = FakeClient([make_task(arith, version=arith.version + 1)])
+        result, _ = self.invoke(monkeypatch, client)
+        assert result.exit_code == 1, result.output
+        last = result.output.strip().splitlines()[-1]
+        assert last.startswith("error: the task needs arith v")
+        assert last.endswith("this runner's quorumbench is out of date, upgrade it")
+        assert client.released == [100] and client.failed == []
+
+    def test_progress_lines_when_the_output_is_not_a_terminal(self, arith, monkeypatch):
+        client = FakeClient([make_task(arith, 12, n=10)])
+        result, _ = self.invoke(monkeypatch, client)
+        assert result.exit_code == 0, result.output
+        assert "task 12: 10/10 samples, " in result.output
+
+    def test_qb_datasets_dir_is_read_and_the_runners_own_variable_wins(self, tmp_path, monkeypatch):
+        (tmp_path / "shared").mkdir()
+        (tmp_path / "runner").mkdir()
+        shared = {"QB_DATASETS_DIR": str(tmp_path / "shared")}
+        _, made = self.invoke(monkeypatch, FakeClient([]), env=shared)
+        assert made.made.context.datasets_dir == tmp_path / "shared"
+        both = {**shared, "QB_RUNNER_DATASETS_DIR": str(tmp_path / "runner")}
+        _, made = self.invoke(monkeypatch, FakeClient([]), env=both)
+        assert made.made.context.datasets_dir == tmp_path / "runner"

@@ -1,5 +1,5 @@
 """Runners' signing keys (register, rotating out the old one; list; revoke; look up) and
-the caller's own standing (``/v0/me/quota``)."""
+the caller's own account (``/v0/me``: who, which scopes) and standing (``/v0/me/quota``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 
 from quorumbench.api.deps import Context, CurrentPrincipal, Writer
-from quorumbench.api.schemas import RunnerKeyIn, RunnerKeyOut
+from quorumbench.api.schemas import MeOut, RunnerKeyIn, RunnerKeyOut
 from quorumbench.services import models as registry
 from quorumbench.services import runner_keys
 
@@ -44,6 +44,18 @@ def revoke_key(runner: str, key_id: str, ctx: Context, principal: Writer) -> Res
 def get_key(key_id: str, ctx: Context) -> RunnerKeyOut:
     """Any runner key by id (public: results in the log name the key that signed them)."""
     return RunnerKeyOut(**runner_keys.public_key(ctx, key_id))
+
+
+@router.get("/me", response_model=MeOut)
+def me(principal: CurrentPrincipal) -> MeOut:
+    """The account behind this credential (API token or access JWT) and its scopes: what a
+    runner checks before it pulls."""
+    return MeOut(
+        account_id=principal.account_id,
+        name=principal.name,
+        is_admin=principal.is_admin,
+        scopes=sorted(principal.scopes),
+    )
 
 
 @router.get("/me/quota")

@@ -1,0 +1,183 @@
+"""What the runner evaluates a task with: the task's benchmark, checked, and its model.
+
+:class:`TaskEvaluator` loads (and caches) benchmarks and models, checks a task
+against this runner's benchmark (:meth:`TaskEvaluator.prepare`: version, data, prompt
+options, sample ids) and evaluates exactly the task's samples. A benchmark that is not
+the task's is a :class:`~quorumbench.runner.faults.RunnerSetupError`: this runner's
+setup, not the task, is at fault.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quorumbench.backends import BackendOptions, load_backend
+from quorumbench.backends.local import sandboxable
+from quorumbench.benchmarks import load_benchmark
+from quorumbench.errors import ConfigError, DataError
+from quorumbench.evaluation.backend import ModelBackend
+from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext, Sample
+from quorumbench.evaluation.endpoints import check_endpoint
+from quorumbench.evaluation.engine import EvalConfig, evaluate
+from quorumbench.evaluation.refs import parse_ref
+from quorumbench.evaluation.results import RunResult
+from quorumbench.runner.faults import RunnerSetupError, datasets_hint
+from quorumbench.runner.sandbox import Sandbox
+from quorumbench.runner.worker import load_sandboxed
+
+BackendLoader = Callable[[str, BackendOptions], ModelBackend]
+BenchmarkLoader = Callable[[str, BenchmarkContext], Benchmark]
+
+
+def _load_backend(ref: str, options: BackendOptions) -> ModelBackend:
+    return load_backend(ref, options)
+
+
+def _load_benchmark(name: str, context: BenchmarkContext) -> Benchmark:
+    return load_benchmark(name, context)
+
+
+def _no_watch() -> None:
+    pass
+
+
+def _normalized(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A task checked against this runner's benchmark, ready to evaluate."""
+
+    benchmark: Benchmark
+    config: EvalConfig
+    model_ref: str
+    samples: tuple[Sample, ...]
+    """The task's samples, derived and checked against its sample ids."""
+
+
+class TaskEvaluator:
+    """Loads (and caches) benchmarks and models; evaluates exactly a task's samples.
+
+    With a ``sandbox``, a model that runs code on this machine (``hf:``, ``gguf:``,
+    ``bundled:``) is fetched here and loaded in a sandboxed worker, one per cached
+    model (``runner/worker.py``); ``openai:`` endpoints and the test loaders run in
+    this process. An ``openai:`` endpoint on a loopback, private or link-local address
+    is refused (``EndpointNotAllowedError``, the model's fault) unless
+    ``allow_private_endpoints``.
+    """
+
+    def __init__(
+        self,
+        *,
+        datasets_dir: Path | None = None,
+        options: BackendOptions | None = None,
+        batch_size: int = 8,
+        max_models: int = 1,
+        backend_loader: BackendLoader = _load_backend,
+        benchmark_loader: BenchmarkLoader = _load_benchmark,
+        sandbox: Sandbox | None = None,
+        allow_private_endpoints: bool = False,
+    ) -> None:
+        self.context = BenchmarkContext(datasets_dir)
+        self.allow_private_endpoints = allow_private_endpoints
+        self.options = options or BackendOptions()
+        self.batch_size = batch_size
+        self.max_models = max(1, max_models)
+        self._load_backend = backend_loader
+        self._load_benchmark = benchmark_loader
+        self.sandbox = sandbox
+        self._backends: OrderedDict[str, ModelBackend] = OrderedDict()
+        self._benchmarks: dict[str, Benchmark] = {}
+
+    def benchmark(self, name: str) -> Benchmark:
+        if name not in self._benchmarks:
+            self._benchmarks[name] = self._load_benchmark(name, self.context)
+        return self._benchmarks[name]
+
+    def backend(self, ref: str, watch: Callable[[], None] = _no_watch) -> ModelBackend:
+        """The model behind ``ref``, loaded once and kept (least recently used goes).
+
+        ``watch`` is called while a sandboxed model loads; what it raises stops the
+        load (and kills the sandbox). A sandboxed model whose worker died is loaded
+        again.
+        """
+        if ref.startswith("openai:"):  # evaluated outside the sandbox, with this network
+            check_endpoint(parse_ref(ref).location, allow_private=self.allow_private_endpoints)
+        if ref in self._backends:
+            if getattr(self._backends[ref], "alive", True):
+                self._backends.move_to_end(ref)
+                return self._backends[ref]
+            self.evict(ref)
+        while len(self._backends) >= self.max_models:
+            self.evict(next(iter(self._backends)))
+        if self.sandbox is not None and sandboxable(ref):
+            backend: ModelBackend = load_sandboxed(ref, self.options, self.sandbox, watch)
+        else:
+            backend = self._load_backend(ref, self.options)
+        self._backends[ref] = backend
+        return backend
+
+    def evict(self, ref: str) -> None:
+        backend = self._backends.pop(ref, None)
+        if backend is not None:
+            backend.close()
+
+    def prepare(self, task: Mapping[str, Any]) -> Prepared:
+        """Check the task against the local benchmark; raise a QuorumError if it differs
+        (a :class:`RunnerSetupError` when this runner's benchmark is not the task's)."""
+        try:
+            spec = task["benchmark"]
+            name, version = str(spec["name"]), int(spec["version"])
+            n = int(task["n_samples"])
+            wanted = [str(i) for i in task["sample_ids"]]
+            commitment = str(task["seed_commitment"])
+            ref = str(task["model"]["ref"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"the server sent a task this runner cannot read ({exc!r})") from exc
+        bench = self.benchmark(name)
+        wanted_version = (version, int(spec["prompt_version"]))
+        if (bench.version, bench.prompt_version) != wanted_version:
+            fix = (
+                "this runner's quorumbench is out of date, upgrade it"
+                if wanted_version > (bench.version, bench.prompt_version)
+                else "this runner's quorumbench is newer than the server's; run the server's"
+            )
+            raise RunnerSetupError(
+                f"the task needs {name} v{version} (prompt v{spec['prompt_version']}); this "
+                f"runner has v{bench.version} (prompt v{bench.prompt_version}): {fix}"
+            )
+        if bench.dataset_sha256 != spec["dataset_sha256"]:
+            raise RunnerSetupError(
+                f"data mismatch for {name}: the task's data has SHA-256 {spec['dataset_sha256']}, "
+                f"this runner's has {bench.dataset_sha256}; upgrade quorumbench if it is out "
+                f"of date, else {datasets_hint(self.context.datasets_dir)}"
+            )
+        if "config" in spec and _normalized(dict(bench.config)) != _normalized(spec["config"]):
+            raise RunnerSetupError(
+                f"{name} prompt options differ: the task has {spec['config']}, this runner "
+                f"{dict(bench.config)}: its quorumbench differs from the server's (upgrade it)"
+            )
+        if len(wanted) != n or len(set(wanted)) != n:
+            raise DataError(f"the task asks for {n} samples but lists {len(set(wanted))} ids")
+        # The epoch's seed is secret until the epoch is over, so the ids cannot be
+        # re-derived here; `quorumbench verify` checks them against the revealed seed.
+        samples = bench.samples(wanted)  # a DataError for an id the benchmark lacks
+        config = EvalConfig(n=n, seed=commitment, batch_size=self.batch_size)
+        return Prepared(bench, config, ref, tuple(samples))
+
+    def run(
+        self, prepared: Prepared, backend: ModelBackend, progress: Callable[[int], None]
+    ) -> RunResult:
+        return evaluate(
+            prepared.benchmark, backend, prepared.config, progress, samples=prepared.samples
+        )
+
+    def close(self) -> None:
+        for ref in list(self._backends):
+            self.evict(ref)
