@@ -307,6 +307,12 @@ class ServerSettings(BaseSettings):
         "for any account without credentials; refused unless bound to loopback.",
     )
 
+    @field_validator("data_dir", "log_key_file", "auth_key_file", mode="after")
+    @classmethod
+    def _absolute(cls, path: Path | None) -> Path | None:
+        """State paths as they are printed and logged: absolute, ``~`` expanded."""
+        return None if path is None else path.expanduser().absolute()
+
     @model_validator(mode="after")
     def _redis_needs_url(self) -> ServerSettings:
         if self.queue.backend == "redis" and not self.queue.redis_url:

@@ -119,6 +119,7 @@ def create_app(
                 scheduler.stop()
             if context is None:
                 ctx.close()
+            event(logging.getLogger("quorumbench.server"), "server.stop")
 
     app = FastAPI(
         title="QuorumBench",

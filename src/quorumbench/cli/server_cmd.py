@@ -6,7 +6,7 @@ import errno
 import logging
 import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -81,7 +81,6 @@ def _serve(
 ) -> None:
     import uvicorn
 
-    from quorumbench import logs
     from quorumbench.api.app import create_app
     from quorumbench.services.wiring import build_context
 
@@ -99,10 +98,10 @@ def _serve(
             config = uvicorn.Config(
                 app, log_config=None, access_log=False, ws="none", lifespan="on"
             )
-            uvicorn.Server(config).run(sockets=[sock])
+            with suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it stopped on
+                uvicorn.Server(config).run(sockets=[sock])
         finally:
             ctx.close()
-            logs.event(_log, "server.stop")
     finally:
         sock.close()
 
@@ -129,7 +128,6 @@ def bind(host: str, port: int) -> socket.socket:
                 f"port {port} on {host} is in use (another server?): stop it or pass --port"
             ) from None
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(True)
     return sock
 
 

@@ -180,7 +180,7 @@ def _verify(
     report.signatures_checked = (
         sum(len(row["entry"]["results"]) for row in entries) - report.unsigned_results
     )
-    if not any(p.where in ("log key",) for p in report.problems):
+    if not any(p.where.startswith("log key") for p in report.problems):
         state_file.parent.mkdir(parents=True, exist_ok=True)
         heads = [h for h in seen if h["size"] != head["size"]] + [head]
         pin = {"public_key": key["public_key"], "heads": heads[-50:]}

@@ -151,8 +151,12 @@ def describe_url(url: str) -> str:
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite URL (None for other databases and in-memory SQLite)."""
-    parsed = make_url(url)
+    """The file of a SQLite URL (None for other databases, in-memory SQLite and a URL
+    that does not parse: :func:`connect` says what is wrong with it)."""
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return None
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database).expanduser()

@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 
 from quorumbench.db.models import Benchmark, Lease, Model, Result, Task
 from quorumbench.errors import NotFoundError, PermissionDeniedError
+from quorumbench.logs import event
 from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
@@ -126,7 +127,7 @@ def pause_if_failing(ctx: ServerContext, model_id: int) -> bool:
             .values(paused_at=now, paused_reason=text[:1000])
         ).rowcount
     if paused:
-        log.info("model paused model_id=%d failed_tasks=%s", model_id, ",".join(map(str, streak)))
+        event(log, "model.paused", model=model_id, failed_tasks=sorted(streak), reason=reason)
     return bool(paused)
 
 
@@ -234,9 +235,7 @@ def resume_model(ctx: ServerContext, principal: Principal, model_id: int) -> Res
             )
         )
     ctx.queue.publish(open_tasks)
-    log.info(
-        "model resumed model_id=%d by=%s open_tasks=%d", model_id, principal.name, len(open_tasks)
-    )
+    event(log, "model.resumed", model=model_id, by=principal.name, open_tasks=len(open_tasks))
     return Resumed(model, changed=True)
 
 

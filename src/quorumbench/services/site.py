@@ -17,10 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import and_, func, inspect, select
+from sqlalchemy import and_, func, select
 
 from quorumbench.core.leaderboard import wilson_interval
-from quorumbench.db.engine import connect
 from quorumbench.db.models import (
     Account,
     Benchmark,
@@ -33,12 +32,12 @@ from quorumbench.db.models import (
     Task,
 )
 from quorumbench.errors import ConfigError, NotFoundError, QuorumError
-from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext, TtlMemo
 from quorumbench.services.failures import Failure, recent_failures
 from quorumbench.services.leaderboard import AGGREGATE
 from quorumbench.services.tasks import get_task
+from quorumbench.services.wiring import admin_context
 from quorumbench.settings import ServerSettings
 
 T = TypeVar("T")
@@ -890,20 +889,8 @@ def load_labels(ctx: ServerContext) -> list[str]:
 
 
 def reader_context(settings: ServerSettings, datasets_dir: Path | None = None) -> ServerContext:
-    """A context for reading an existing database: no migration, no benchmark changes.
-
-    (``build_context`` registers the configured benchmarks and deactivates the others,
-    which a read-only tool such as ``export-site`` must not do.)
-    """
-    url = settings.sqlalchemy_url
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
-        raise ConfigError(f"no database at {url}; give --database-url or --data-dir")
-    db = connect(url)
-    if not inspect(db.read_engine).has_table(Model.__tablename__):
-        db.dispose()
-        raise ConfigError(
-            f"{url.split('@')[-1]} has no QuorumBench tables (quorumbench db upgrade)"
-        )
-    return ServerContext(
-        settings, db, SqlTaskQueue(db, settings.lease_seconds), datasets_dir=datasets_dir
-    )
+    """A context for reading an existing database (``export-site``): the admin
+    commands' context, which changes nothing the server owns."""
+    ctx = admin_context(settings, hint="")
+    ctx.datasets_dir = datasets_dir
+    return ctx

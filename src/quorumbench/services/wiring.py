@@ -39,16 +39,16 @@ POINT_AT_SERVER = (
 )
 
 
-def open_database(settings: ServerSettings, *, create: bool) -> Database:
+CREATE_HINT = "; pass --create to make a new one there"
+
+
+def open_database(settings: ServerSettings, *, create: bool, hint: str = CREATE_HINT) -> Database:
     """Connect and check the connection; a SQLite file that does not exist is made
-    only when ``create``."""
+    only when ``create`` (else refused, the message ending with ``hint``)."""
     url = settings.sqlalchemy_url
     path = sqlite_path(url)
     if path is not None and not path.exists() and not create:
-        raise ConfigError(
-            f"there is no QuorumBench database at {path} {POINT_AT_SERVER}; pass --create "
-            "to make a new one there"
-        )
+        raise ConfigError(f"there is no QuorumBench database at {path} {POINT_AT_SERVER}{hint}")
     db = connect(url)
     try:
         check_connection(db)
@@ -58,7 +58,9 @@ def open_database(settings: ServerSettings, *, create: bool) -> Database:
     return db
 
 
-def check_schema(db: Database, *, create: bool, migrate: bool) -> str | None:
+def check_schema(
+    db: Database, *, create: bool, migrate: bool, hint: str = CREATE_HINT
+) -> str | None:
     """Refuse a schema this version cannot use; migrate when allowed. The revision the
     database was at before (None: it had no QuorumBench schema)."""
     current = current_revision(db)
@@ -70,8 +72,7 @@ def check_schema(db: Database, *, create: bool, migrate: bool) -> str | None:
         )
     if current is None and not create:
         raise ConfigError(
-            f"the database {where} holds no QuorumBench schema {POINT_AT_SERVER}; pass "
-            "--create to make one there"
+            f"the database {where} holds no QuorumBench schema {POINT_AT_SERVER}{hint}"
         )
     head = head_revision()
     if current != head:
@@ -107,7 +108,9 @@ def build_context(
     return ctx
 
 
-def admin_context(settings: ServerSettings, *, create: bool = False) -> ServerContext:
+def admin_context(
+    settings: ServerSettings, *, create: bool = False, hint: str = CREATE_HINT
+) -> ServerContext:
     """A context for admin commands on the server machine (accounts, tokens, keys).
 
     It reads the same settings as ``serve`` but changes nothing the server owns: no
@@ -115,9 +118,9 @@ def admin_context(settings: ServerSettings, *, create: bool = False) -> ServerCo
     and the schema must already be current (``quorumbench db upgrade``), or absent
     with ``create`` (then it is made).
     """
-    db = open_database(settings, create=create)
+    db = open_database(settings, create=create, hint=hint)
     try:
-        check_schema(db, create=create, migrate=False)
+        check_schema(db, create=create, migrate=False, hint=hint)
     except BaseException:
         db.dispose()
         raise

@@ -168,7 +168,7 @@ def test_a_terminal_still_wraps():
 @pytest.fixture
 def database(tmp_path) -> str:
     url = f"sqlite:///{tmp_path / 'qb.db'}"
-    assert run("db", "upgrade", "--database-url", url).exit_code == 0
+    assert run("db", "upgrade", "--database-url", url, "--create").exit_code == 0
     return url
 
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from quorumbench.cli.app import app
 from quorumbench.db.engine import Database, connect
-from quorumbench.db.migrate import alembic_config, downgrade, upgrade
+from quorumbench.db.migrate import alembic_config, downgrade, head_revision, upgrade
 from quorumbench.db.models import NAMING, Account, Base
 
 APP_TABLES = frozenset(Base.metadata.tables)
@@ -171,10 +171,16 @@ def test_upgrade_twice_is_a_no_op(db: Database) -> None:
 
 def test_cli_db_upgrade(empty_url: str) -> None:
     runner = CliRunner()
-    for _ in range(2):  # the second run finds the schema current and changes nothing
+    refused = runner.invoke(app, ["db", "upgrade", "--database-url", empty_url])
+    assert refused.exit_code == 1  # an empty database is made a QuorumBench one on request
+    assert "no QuorumBench" in refused.output and "--create" in refused.output
+    made = runner.invoke(app, ["db", "upgrade", "--database-url", empty_url, "--create"])
+    assert made.exit_code == 0, made.output
+    assert f"schema none -> {head_revision()}" in made.output
+    for _ in range(2):  # later runs find the schema current and change nothing
         result = runner.invoke(app, ["db", "upgrade", "--database-url", empty_url])
         assert result.exit_code == 0, result.output
-        assert "database schema is up to date" in result.output
+        assert f"is at schema {head_revision()} (up to date)" in result.output
 
     db = connect(empty_url)
     try:

@@ -44,6 +44,7 @@ from quorumbench.queue.base import Claim, Claimant, TaskQueue
 from quorumbench.queue.redis_streams import RedisStreamTaskQueue
 from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.context import ServerContext
+from quorumbench.services.publiclog import ensure_log
 from quorumbench.services.results import ResultPayload, SubmitOutcome, submit_result
 from quorumbench.settings import QueueSettings, ServerSettings
 
@@ -311,6 +312,7 @@ def build_world(
         queue=queue_settings,
     )
     ctx = ServerContext(settings, db, queue, clock)
+    ensure_log(ctx)  # as a server does at start: the log key, the empty tree's head
     try:
         benchmark_id, epoch_id = _seed_static(db, clock.now)
         yield World(backend, ctx, clock, benchmark_id, epoch_id)

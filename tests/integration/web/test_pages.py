@@ -229,14 +229,15 @@ def test_the_export_command_refuses_a_missing_database(tmp_path):
     result = CliRunner().invoke(
         app, ["export-site", str(tmp_path / "out"), "--database-url", missing]
     )
-    assert result.exit_code == 1 and "no database at" in result.output
+    assert result.exit_code == 1 and "there is no QuorumBench database at" in result.output
+    assert "--create" not in result.output
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "out").exists()
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
     result = CliRunner().invoke(
         app, ["export-site", str(tmp_path / "out"), "--database-url", f"sqlite:///{empty}"]
     )
-    assert result.exit_code == 1 and "has no QuorumBench tables" in result.output
+    assert result.exit_code == 1 and "holds no QuorumBench schema" in result.output
 
 
 def test_scores_by_subject(client, seed):

@@ -8,14 +8,17 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.merkle import root
 from quorumbench.core.publiclog import (
+    check_key_chain,
     check_log,
     entry_leaf,
     frontier_append,
     frontier_root,
     head_message,
     leaderboard_from_log,
+    rotation_message,
 )
 
 KEY = Ed25519PrivateKey.generate()
@@ -174,3 +177,134 @@ def test_canary_verdicts_are_recomputed_from_the_entry():
     missing = _canary_entry(0.5, True, False)
     missing["entry"]["canary"]["checks"][0]["result_id"] = 9
     assert "not among" in check_canaries([missing])[0].what
+
+
+# --- key rotations ------------------------------------------------------------------
+
+
+class _Key:
+    def __init__(self) -> None:
+        self.private = Ed25519PrivateKey.generate()
+        raw = self.private.public_key().public_bytes_raw()
+        self.public = raw.hex()
+        self.key_id = sha256_hex(raw)
+
+    def sign(self, message: bytes) -> str:
+        return self.private.sign(message).hex()
+
+
+def _holds(message: bytes, signature_hex: str, public_hex: str) -> bool:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex)).verify(
+            bytes.fromhex(signature_hex), message
+        )
+    except InvalidSignature:
+        return False
+    return True
+
+
+def _rotation(old: _Key, new: _Key, size: int, root_hex: str) -> dict:
+    statement = {
+        "size": size,
+        "root": root_hex,
+        "timestamp": "2026-11-24T12:00:00+00:00",
+        "old_key_id": old.key_id,
+        "old_public_key": old.public,
+        "new_key_id": new.key_id,
+        "new_public_key": new.public,
+    }
+    message = rotation_message(statement)
+    return {**statement, "old_signature": old.sign(message), "new_signature": new.sign(message)}
+
+
+def _roots(n: int):
+    roots = {size: f"{size:02x}" * 32 for size in range(n + 1)}
+    return lambda size: roots.get(size)
+
+
+def _current(key: _Key) -> dict:
+    return {"public_key": key.public, "key_id": key.key_id}
+
+
+def test_a_log_without_rotations_has_one_key_for_every_size() -> None:
+    k = _Key()
+    chain, problems = check_key_chain([], _current(k), k.public, _roots(3), _holds)
+    assert problems == []
+    assert chain.key_at(0) == chain.key_at(99) == k.key_id
+    assert chain.public_keys() == {k.key_id: k.public}
+
+
+def test_rotations_chain_from_the_pinned_key_to_the_current_one() -> None:
+    a, b, c = _Key(), _Key(), _Key()
+    roots = _roots(9)
+    rotations = [_rotation(a, b, 2, roots(2)), _rotation(b, c, 5, roots(5))]
+    chain, problems = check_key_chain(rotations, _current(c), a.public, roots, _holds)
+    assert problems == []
+    assert [chain.key_at(s) for s in (0, 2, 3, 5, 6, 9)] == [
+        a.key_id,
+        a.key_id,
+        b.key_id,
+        b.key_id,
+        c.key_id,
+        c.key_id,
+    ]
+    # a verifier that pinned the middle key follows the rest of the chain too
+    assert check_key_chain(rotations, _current(c), b.public, roots, _holds)[1] == []
+
+
+@pytest.mark.parametrize(
+    "break_it, expected",
+    [
+        (lambda r: r.update(old_signature="00" * 64), "the old key's signature does not verify"),
+        (lambda r: r.update(new_signature="00" * 64), "the new key's signature does not verify"),
+        (lambda r: r.update(size=4), "signature does not verify"),
+        (lambda r: r.update(new_key_id="ab" * 32), "new key id is not the hash of the key"),
+        (lambda r: r.update(root="cd" * 32), "names a root the entries do not give"),
+    ],
+)
+def test_a_doctored_rotation_is_reported(break_it, expected) -> None:
+    a, b = _Key(), _Key()
+    roots = _roots(9)
+    rotation = _rotation(a, b, 3, roots(3))
+    break_it(rotation)
+    _, problems = check_key_chain([rotation], _current(b), a.public, roots, _holds)
+    assert any(expected in p.what for p in problems), problems
+
+
+def test_a_key_swapped_without_a_rotation_signed_by_the_pinned_key_is_reported() -> None:
+    a, b, mallory = _Key(), _Key(), _Key()
+    roots = _roots(5)
+    _, problems = check_key_chain([], _current(mallory), a.public, roots, _holds)
+    assert [p.where for p in problems] == ["log key"]
+    assert "no rotation signed by the pinned key" in problems[0].what
+    # a rotation signed by a key that is not the pinned one does not help
+    forged = [_rotation(b, mallory, 2, roots(2))]
+    _, problems = check_key_chain(forged, _current(mallory), a.public, roots, _holds)
+    assert any("no rotation signed by the pinned key" in p.what for p in problems)
+
+
+def test_a_broken_chain_a_stale_current_key_and_a_rotation_past_the_log_are_reported() -> None:
+    a, b, c, d = _Key(), _Key(), _Key(), _Key()
+    roots = _roots(4)
+    gap = [_rotation(a, b, 1, roots(1)), _rotation(c, d, 2, roots(2))]
+    _, problems = check_key_chain(gap, _current(d), a.public, roots, _holds)
+    assert any("does not start from the key before it" in p.what for p in problems)
+    back = [_rotation(a, b, 3, roots(3)), _rotation(b, c, 1, roots(1))]
+    _, problems = check_key_chain(back, _current(c), a.public, roots, _holds)
+    assert any("goes back in the log" in p.what for p in problems)
+    stale = [_rotation(a, b, 1, roots(1))]
+    _, problems = check_key_chain(stale, _current(c), a.public, roots, _holds)
+    assert any("not the last key of its rotations" in p.what for p in problems)
+    beyond = [_rotation(a, b, 7, "ee" * 32)]
+    _, problems = check_key_chain(beyond, _current(b), a.public, roots, _holds)
+    assert any("beyond the log" in p.what for p in problems)
+
+
+def test_check_log_refuses_a_head_signed_by_a_key_that_does_not_sign_its_size(log) -> None:
+    found = check_log(rows(log), head(log), verify_sig, key_at=lambda size: "someone-else")
+    assert [str(p) for p in found] == [
+        f"tree head size {len(log)}: signed by a key that does not sign it"
+    ]
+    assert check_log(rows(log), head(log), verify_sig, key_at=lambda size: KEY_ID) == []
