@@ -7,7 +7,7 @@ rows, 200,000 finished tasks) is seeded with bulk SQL inserts, not over HTTP.
 
 Phases, per backend:
 
-0. baseline: the same runners in a loop on ``GET /v0/health`` (no database), the
+0. baseline: the same runners in a loop on ``GET /v0/health/live`` (no database), the
    ceiling of the HTTP stack and client on this machine;
 1. leaderboard: sequential ``GET /v0/leaderboard`` (the default aggregate page, then
    one benchmark's page) with 10,000 models x 2 benchmarks loaded;
@@ -88,11 +88,20 @@ console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty
 
 
 def app_factory() -> Any:
-    """The server app (uvicorn ``--factory``); settings come from ``QB_*`` variables."""
+    """The server app (uvicorn ``--factory``); settings come from ``QB_*`` variables,
+    and it logs as ``quorumbench serve`` does (``QB_LOG_LEVEL``, default info: one line
+    per lease and result, into the server's log file)."""
+    from quorumbench import logs
     from quorumbench.api.app import create_app
     from quorumbench.settings import ServerSettings
 
-    return create_app(ServerSettings())  # type: ignore[call-arg]
+    settings = ServerSettings()  # type: ignore[call-arg]
+    _LOGGING.enter_context(logs.configured(settings.log_level, settings.log_format))
+    return create_app(settings)
+
+
+_LOGGING = contextlib.ExitStack()
+"""The server process's log configuration, kept for its lifetime."""
 
 
 # ---------------------------------------------------------------------------------
@@ -982,7 +991,7 @@ async def run_load(
 
     ``keys``: the runners' registered signing keys (needed to submit).
 
-    ``mode``: ``health`` (GET /v0/health, the HTTP stack's baseline), ``claim``
+    ``mode``: ``health`` (GET /v0/health/live, the HTTP stack's baseline), ``claim``
     (pull only) or ``submit`` (pull, then submit the fixed answer).
     """
     stats = PhaseStats(name)
@@ -1009,7 +1018,7 @@ async def run_load(
                 t0 = loop.time()
                 try:
                     if mode == "health":
-                        status, data = await client.request("GET", "/v0/health")
+                        status, data = await client.request("GET", "/v0/health/live")
                     else:
                         pull_body["pull_key"] = uuid.uuid4().hex
                         status, data = await client.request(
@@ -1373,7 +1382,7 @@ def report(
         submit_phase = r.phases["submit"]
         sub_requests = submit_phase.rate(submit_phase.pulls + submit_phase.accepted)
         console.print(
-            f"  baseline GET /v0/health: {fmt(hrate)} requests/s with the same runners = the "
+            f"  baseline GET /v0/health/live: {fmt(hrate)} requests/s with the same runners = the "
             f"HTTP stack's ceiling here; claims reach {r.value('claim_per_s') / hrate:.2f}x "
             f"of it, submit-phase requests {sub_requests / hrate:.2f}x"
         )

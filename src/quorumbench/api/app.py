@@ -137,6 +137,11 @@ def create_app(
         app.include_router(auth.dev_router)
     app.include_router(web.router)
 
+    @app.get("/v0/health/live", tags=["meta"])
+    def live() -> dict[str, str]:
+        """Liveness: this process answers. Asks no dependency (``/v0/health`` does)."""
+        return {"status": "ok", "version": __version__}
+
     @app.get(
         "/v0/health",
         tags=["meta"],

@@ -631,7 +631,8 @@ REGISTER = ("model:register",)
 
 VARIANTS: list[Variant] = [
     # meta and documentation
-    Variant("GET", "/v0/health", "liveness", PUBLIC, fixed("/v0/health")),
+    Variant("GET", "/v0/health", "readiness", PUBLIC, fixed("/v0/health")),
+    Variant("GET", "/v0/health/live", "liveness", PUBLIC, fixed("/v0/health/live")),
     Variant("GET", "/openapi.json", "schema", PUBLIC, fixed("/openapi.json")),
     Variant("GET", "/docs", "swagger", PUBLIC, fixed("/docs")),
     Variant("GET", "/docs/oauth2-redirect", "swagger", PUBLIC, fixed("/docs/oauth2-redirect")),

@@ -44,6 +44,9 @@ def test_health_checks_the_database_and_the_queue(ctx):
 
 def test_a_redis_queue_that_is_down_makes_the_server_unhealthy(make_ctx, dead_redis):
     ctx = make_ctx(queue={"backend": "redis", "redis_url": dead_redis, "stream": "qb:health"})
+    with TestClient(create_app(ctx.settings, context=ctx, run_scheduler=False)) as client:
+        live = client.get("/v0/health/live")
+    assert live.status_code == 200 and live.json()["status"] == "ok"  # the process is up
     answer = _health(ctx)
     assert answer.status_code == 503
     queue = answer.json()["checks"]["queue"]
