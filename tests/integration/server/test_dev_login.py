@@ -15,6 +15,7 @@ from quorumbench.services.accounts import create_account
 from quorumbench.services.sessions import login_for_development
 from quorumbench.settings import ServerSettings
 
+from ..operator.harness import free_port
 from .test_api import assert_problem, auth
 
 
@@ -77,15 +78,7 @@ def test_serve_refuses_to_start_with_it_on_a_public_address(tmp_path, monkeypatc
     assert refused.exit_code == 1
     assert "refused on '0.0.0.0'" in " ".join(refused.output.split())
     assert "Traceback" not in refused.output and not started
-    port = _free_port()
+    port = free_port()
     local = runner.invoke(cli, ["serve", "--host", "127.0.0.1", "--port", str(port)], env=env)
     assert local.exit_code == 0, local.output
     assert "INSECURE" in local.output and started == [("127.0.0.1", port)]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 
 import pytest
 import redis
@@ -14,18 +13,13 @@ from quorumbench.api.app import SchedulerThread, create_app
 from quorumbench.cli.app import app as cli
 from quorumbench.services import scheduler
 
+from ..operator.harness import free_port
 from ..queue.conftest import REDIS_URL
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # nothing listens once the socket is closed
 
 
 @pytest.fixture
 def dead_redis() -> str:
-    return f"redis://127.0.0.1:{_closed_port()}/0"
+    return f"redis://127.0.0.1:{free_port()}/0"
 
 
 def _health(ctx):
@@ -115,7 +109,7 @@ def test_serve_starts_with_a_redis_that_is_down_and_says_what_to_start(
 ):
     ran = []
     monkeypatch.setattr("uvicorn.Server.run", lambda server, sockets=None: ran.append(sockets))
-    port = _closed_port()
+    port = free_port()
     result = CliRunner().invoke(
         cli,
         ["serve", "--port", str(port), "--data-dir", str(tmp_path), "--queue", dead_redis],
