@@ -239,6 +239,10 @@ class Result(Base):
     """The runner key that signed it (None only for rows from before signatures)."""
     signed_at: Mapped[str | None] = mapped_column(String(40))
     signature: Mapped[str | None] = mapped_column(String(128))
+    predictions_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
+    """SHA-256 of the canonical per-sample predictions (the same for any batch size)."""
+    sample_predictions: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    """The canonical prediction of each sample (chosen option index, extracted answer)."""
 
 
 class ConsensusOutcome(Base):
