@@ -198,6 +198,21 @@ class ServerSettings(BaseSettings):
     max_rounds: int = Field(3, ge=1, description="Rounds before a task stays DISPUTED.")
     samples_per_task: int = Field(5, ge=1, description="Samples per task (default).")
     epoch_task_budget: int = Field(1000, ge=0, description="Most tasks created per epoch.")
+    epoch_sample_budget: int = Field(
+        5000,
+        ge=0,
+        description="Most samples all of an epoch's tasks ask for together (the community's "
+        "compute per epoch: 1,000 shallow tasks of 5, or 50 deep ones of 100).",
+    )
+    depth_tiers: list[int] = Field(
+        default_factory=lambda: [25, 100],
+        description="Samples per task of the deeper tiers, after samples_per_task: a pair "
+        "whose interval overlaps a rank neighbour's (or the top-k boundary), then such a "
+        "pair within the top depth_top_k; [] keeps every task shallow.",
+    )
+    depth_top_k: int = Field(
+        10, ge=0, description="The ranks whose order gets the deepest tier (top k)."
+    )
     benchmarks: list[str] = Field(
         default_factory=lambda: ["arith"],
         description="Benchmarks registered and scheduled at startup.",
@@ -317,6 +332,16 @@ class ServerSettings(BaseSettings):
     def _redis_needs_url(self) -> ServerSettings:
         if self.queue.backend == "redis" and not self.queue.redis_url:
             raise ConfigError("QB_QUEUE__BACKEND=redis needs QB_QUEUE__REDIS_URL")
+        return self
+
+    @model_validator(mode="after")
+    def _rising_tiers(self) -> ServerSettings:
+        depths = [self.samples_per_task, *self.depth_tiers]
+        if any(b <= a for a, b in zip(depths, depths[1:], strict=False)):
+            raise ConfigError(
+                f"QB_DEPTH_TIERS {self.depth_tiers} must rise above QB_SAMPLES_PER_TASK "
+                f"({self.samples_per_task}), e.g. [25, 100]"
+            )
         return self
 
     @model_validator(mode="after")

@@ -90,6 +90,7 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             benchmarks=options.benchmarks,
             quorum=3,
             samples_per_task=options.samples,
+            depth_tiers=[],  # one epoch of two models: every task as deep as --samples
             scheduler_interval_s=1.0,
             # Short leases: a runner killed in an earlier run of the demo on the same
             # data directory holds its slots for a minute, not the default ten.

@@ -91,6 +91,9 @@ class ServerContext:
     runner counts (services/site.py)."""
     created: bool = False
     """The database had no QuorumBench schema when this context was built (a new one)."""
+    fruitless_plan: tuple[int, ...] | None = None
+    """What the epoch had when the scheduler last planned and nothing fitted the budget
+    (services/scheduler.py): no replanning on every tick until that changes."""
 
     def now(self) -> datetime:
         return self.clock()

@@ -23,7 +23,14 @@ from sqlalchemy.orm import Session
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.leaderboard import overlapping
 from quorumbench.core.sampling import sample_ids
-from quorumbench.core.scheduling import PairStats, plan_epoch
+from quorumbench.core.scheduling import (
+    Budget,
+    PairStats,
+    Ranked,
+    depth_tiers,
+    plan_epoch,
+    task_depth,
+)
 from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext
@@ -60,29 +67,49 @@ def ensure_epoch(ctx: ServerContext, when: datetime) -> Epoch:
         return epoch
 
 
-def _pair_stats(session: Session, models: list[int], benchmarks: list[int]) -> list[PairStats]:
+def tiers_for(ctx: ServerContext, bench: Benchmark) -> tuple[int, ...]:
+    """The depths a task of ``bench`` may have: its shallow ``samples_per_task``, then
+    ``QB_DEPTH_TIERS``, none larger than the benchmark (a small custom spec)."""
+    size = len(loaded(ctx, bench.name).sample_ids())
+    deeper = [min(d, size) for d in ctx.settings.depth_tiers if d > bench.samples_per_task]
+    return tuple(dict.fromkeys([bench.samples_per_task, *deeper]))
+
+
+def _pair_stats(
+    session: Session, models: list[int], benchmarks: dict[int, tuple[int, ...]], top_k: int
+) -> list[PairStats]:
+    """Each (model, benchmark) pair's samples, interval, tier and next task's depth."""
     entries = {
         (e.model_id, e.benchmark_id): e
         for e in session.scalars(
-            select(LeaderboardEntry).where(LeaderboardEntry.benchmark_id.in_(benchmarks))
+            select(LeaderboardEntry).where(LeaderboardEntry.benchmark_id.in_(list(benchmarks)))
         )
     }
     overlap: dict[tuple[int, int], bool] = {}
-    for benchmark_id in benchmarks:
+    tier_of: dict[tuple[int, int], int] = {}
+    for benchmark_id, tiers in benchmarks.items():
         rows = [e for (m, b), e in entries.items() if b == benchmark_id]
         flags = overlapping([(e.score, e.ci_low, e.ci_high) for e in rows])
         overlap.update({(e.model_id, benchmark_id): f for e, f in zip(rows, flags, strict=True)})
+        ranked = [Ranked(e.model_id, e.score, e.ci_low, e.ci_high) for e in rows]
+        for model_id, tier in depth_tiers(ranked, top_k, len(tiers)).items():
+            tier_of[(model_id, benchmark_id)] = tier
     stats = []
     for model_id in models:
-        for benchmark_id in benchmarks:
+        for benchmark_id, tiers in benchmarks.items():
             entry = entries.get((model_id, benchmark_id))
+            n = entry.n_samples if entry else 0
+            tier = tier_of.get((model_id, benchmark_id), 0)
             stats.append(
                 PairStats(
                     model_id,
                     benchmark_id,
-                    entry.n_samples if entry else 0,
+                    n,
                     (entry.ci_high - entry.ci_low) if entry else 1.0,
                     overlap.get((model_id, benchmark_id), False),
+                    depth=task_depth(tier, n, tiers),
+                    tier=tier,
+                    tier_depth=tiers[tier],
                 )
             )
     return stats
@@ -101,19 +128,24 @@ SCHEDULED = (Model.active, Model.paused_at.is_(None))
 """Models that get tasks: registered and active, not paused (their tasks kept failing)."""
 
 
-def missing_tasks(ctx: ServerContext, epoch_id: int) -> bool:
-    """Whether the epoch may still lack a (model, benchmark) task within its budget.
+def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:
+    """What the epoch has, when it may still lack a (model, benchmark) task within its
+    budgets (None when it cannot: every pair has its task, or a budget is spent).
 
-    Three counts through indexes, cheap enough for every tick: the epoch's tasks
-    (``ix_tasks_epoch_id``), those of scheduled models on active benchmarks, and the
-    scheduled pairs there should be.
+    Four counts through indexes, cheap enough for every tick: the epoch's tasks and
+    their samples (``ix_tasks_epoch_id``), those of scheduled models on active
+    benchmarks, and the scheduled pairs there should be. The tick remembers the
+    counts of a plan that added nothing, and plans again only when they change.
     """
+    settings = ctx.settings
     with ctx.db.read() as session:
-        have = session.scalar(
-            select(func.count()).select_from(Task).where(Task.epoch_id == epoch_id)
-        )
-        if (have or 0) >= ctx.settings.epoch_task_budget:
-            return False
+        have, samples = session.execute(
+            select(func.count(), func.coalesce(func.sum(Task.n_samples), 0)).where(
+                Task.epoch_id == epoch_id
+            )
+        ).one()
+        if have >= settings.epoch_task_budget or samples >= settings.epoch_sample_budget:
+            return None
         models = session.scalar(select(func.count()).select_from(Model).where(*SCHEDULED))
         benchmarks = session.scalar(
             select(func.count()).select_from(Benchmark).where(Benchmark.active)
@@ -125,45 +157,52 @@ def missing_tasks(ctx: ServerContext, epoch_id: int) -> bool:
             .join(Benchmark, Benchmark.id == Task.benchmark_id)
             .where(Task.epoch_id == epoch_id, Benchmark.active, *SCHEDULED)
         )
-    return (covered or 0) < (models or 0) * (benchmarks or 0)
+    if (covered or 0) >= (models or 0) * (benchmarks or 0):
+        return None
+    return (epoch_id, int(have), int(samples), models or 0, benchmarks or 0, covered or 0)
 
 
 def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
     """Create this epoch's missing tasks within its budget (idempotent: several replicas
     may run it at once; a pair another one created first is skipped); how many this
     call created."""
-    quorum = ctx.settings.quorum
+    settings = ctx.settings
+    quorum = settings.quorum
     created: list[int] = []
     with ctx.db.write() as session:
         models = list(session.scalars(select(Model.id).where(*SCHEDULED).order_by(Model.id)))
         benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.active))}
+        tiers = {b.id: tiers_for(ctx, b) for b in sorted(benchmarks.values(), key=lambda b: b.id)}
         have = {
-            (model_id, benchmark_id)
-            for model_id, benchmark_id in session.execute(
-                select(Task.model_id, Task.benchmark_id).where(Task.epoch_id == epoch.id)
+            (row.model_id, row.benchmark_id): row.n_samples
+            for row in session.execute(
+                select(Task.model_id, Task.benchmark_id, Task.n_samples).where(
+                    Task.epoch_id == epoch.id
+                )
             )
         }
         pairs = [
             p
-            for p in _pair_stats(session, models, sorted(benchmarks))
+            for p in _pair_stats(session, models, tiers, settings.depth_top_k)
             if (p.model_id, p.benchmark_id) not in have
         ]
-        plan = plan_epoch(
-            pairs,
-            max(0, ctx.settings.epoch_task_budget - len(have)),
-            bucket=ctx.settings.samples_per_task,
+        budget = Budget(
+            max(0, settings.epoch_task_budget - len(have)),
+            max(0, settings.epoch_sample_budget - sum(have.values())),
         )
-        ids_for: dict[int, list[str]] = {}
+        plan = plan_epoch(pairs, budget, bucket=settings.samples_per_task)
+        ids_for: dict[tuple[int, int], list[str]] = {}
         for priority, pair in enumerate(plan, start=len(have)):
             bench = benchmarks[pair.benchmark_id]
-            if bench.id not in ids_for:
-                source = loaded(ctx, bench.name)
-                ids_for[bench.id] = sample_ids(
+            if (bench.id, pair.depth) not in ids_for:
+                # one draw per benchmark and epoch: a deeper task's ids extend a
+                # shallower one's (the same hash order, more of it)
+                ids_for[(bench.id, pair.depth)] = sample_ids(
                     bench.dataset_sha256,
                     bench.version,
                     epoch.seed,
-                    bench.samples_per_task,
-                    source.sample_ids(),
+                    pair.depth,
+                    loaded(ctx, bench.name).sample_ids(),
                 )
             new_id = session.execute(
                 ctx.db.insert(Task)
@@ -171,13 +210,13 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                     model_id=pair.model_id,
                     benchmark_id=bench.id,
                     epoch_id=epoch.id,
-                    n_samples=bench.samples_per_task,
+                    n_samples=pair.depth,
                     status="PENDING",
                     round=1,
                     quorum=quorum,
                     open_slots=quorum,
                     attempts=0,
-                    sample_ids=ids_for[bench.id],
+                    sample_ids=ids_for[(bench.id, pair.depth)],
                     priority=priority,
                     created_at=ctx.now(),
                 )
@@ -199,7 +238,11 @@ def tick(ctx: ServerContext) -> TickReport:
     settled canaries nobody took."""
     now = ctx.now()
     epoch = ensure_epoch(ctx, now)
-    created = schedule_epoch(ctx, epoch) if missing_tasks(ctx, epoch.id) else 0
+    created = 0
+    found = gaps(ctx, epoch.id)
+    if found is not None and found != ctx.fruitless_plan:
+        created = schedule_epoch(ctx, epoch)
+        ctx.fruitless_plan = None if created else found  # nothing fit: wait for a change
     expired = ctx.queue.expire(now)
     published = publish_overdue_canaries(ctx, now)
     return TickReport(epoch.id, created, expired, published)

@@ -164,3 +164,107 @@ def test_a_spent_budget_stops_the_gap_filling(make_ctx, tmp_path):
     assert tick(ctx).created == 2
     assert tick(ctx).created == 0
     assert _count(ctx) == 2
+
+
+def _board(ctx, rows):
+    """Leaderboard rows on arith: (model id, n_samples, score, half width)."""
+    from quorumbench.db.models import LeaderboardEntry
+
+    with ctx.db.write() as session:
+        bench = session.scalars(select(Benchmark).where(Benchmark.name == "arith")).one()
+        for model_id, n, score, half in rows:
+            session.add(
+                LeaderboardEntry(
+                    model_id=model_id,
+                    benchmark_id=bench.id,
+                    n_tasks=max(1, n // 4),
+                    n_samples=n,
+                    weighted_sum=score * n,
+                    sample_sum=score * n,
+                    sample_sumsq=score * n,
+                    score=score,
+                    stderr=half / 2,
+                    ci_low=score - half,
+                    ci_high=score + half,
+                    updated_at=ctx.now(),
+                )
+            )
+        return bench.id
+
+
+def _tasks(ctx):
+    with ctx.db.read() as session:
+        return {t.model_id: t for t in session.scalars(select(Task))}
+
+
+def test_contested_models_with_evidence_get_deeper_tasks(make_ctx, tmp_path):
+    ctx = make_ctx(f"sqlite:///{tmp_path / 'depth.db'}", depth_top_k=1)
+    a, b, c, d, new = _models(ctx, 5)
+    _board(
+        ctx,
+        [
+            (a, 120, 0.90, 0.03),  # top, overlaps b: the top tier, evidence for 100
+            (b, 40, 0.86, 0.03),  # overlaps a across the top-1 line: tier 1, 25
+            (c, 8, 0.60, 0.03),  # settled, little evidence: shallow
+            (d, 200, 0.20, 0.02),  # settled at the bottom: shallow
+        ],
+    )
+    assert tick(ctx).created == 5
+    depth = {m: t.n_samples for m, t in _tasks(ctx).items()}
+    assert depth == {a: 100, b: 25, c: 4, d: 4, new: 4}
+    ids = {m: t.sample_ids for m, t in _tasks(ctx).items()}
+    # one draw per epoch: a deeper task's samples extend the shallow ones
+    assert ids[a][:25] == ids[b] and ids[b][:4] == ids[c] == ids[new]
+
+
+def test_the_sample_budget_caps_an_epoch_and_a_fruitless_plan_is_not_repeated(
+    make_ctx, tmp_path, monkeypatch
+):
+    ctx = make_ctx(f"sqlite:///{tmp_path / 'samples.db'}", epoch_sample_budget=110, depth_top_k=2)
+    a, b, new = _models(ctx, 3)
+    _board(ctx, [(a, 150, 0.9, 0.05), (b, 150, 0.88, 0.05)])  # both want 100
+    assert tick(ctx).created == 2  # the new model (4), then one deep task (100)
+    with ctx.db.read() as session:
+        spent = session.scalar(select(func.sum(Task.n_samples)))
+    assert spent == 104
+    import quorumbench.services.scheduler as scheduler
+
+    planned = []
+    real = scheduler.schedule_epoch
+    monkeypatch.setattr(
+        scheduler, "schedule_epoch", lambda c, e: planned.append(e.id) or real(c, e)
+    )
+    assert tick(ctx).created == 0  # the other deep task does not fit the 6 left
+    assert tick(ctx).created == 0
+    assert len(planned) == 1  # planned once, then not again until something changes
+    register_model(
+        ctx,
+        Principal(1, "owner", True, frozenset({"admin"})),
+        hub_ref(99),
+        inspector=fake_metadata,
+    )
+    assert tick(ctx).created == 1 and len(planned) == 2  # a new model: a 4-sample task
+
+
+def test_depth_tiers_must_rise(tmp_path):
+    import pytest
+
+    from quorumbench.errors import ConfigError
+
+    from .conftest import _settings
+
+    with pytest.raises(ConfigError, match="must rise"):
+        _settings("sqlite://", tmp_path, depth_tiers=[4, 50])
+    with pytest.raises(ConfigError, match="must rise"):
+        _settings("sqlite://", tmp_path, depth_tiers=[50, 25])
+
+
+def test_tiers_never_ask_more_samples_than_a_benchmark_has(make_ctx):
+    spec = Path(__file__).resolve().parents[2] / "fixtures" / "custom" / "sums.yaml"
+    ctx = make_ctx(benchmarks=[str(spec)], samples_per_task=2, depth_top_k=1)
+    from quorumbench.services.scheduler import tiers_for
+
+    with ctx.db.read() as session:
+        bench = session.scalars(select(Benchmark).where(Benchmark.active)).one()
+    size = len(ctx.loaded_benchmarks[str(spec)].sample_ids())
+    assert tiers_for(ctx, bench) == (2, size)  # 25 and 100 are both capped to its size
