@@ -69,29 +69,54 @@ def _overlap(a: Ranked, b: Ranked) -> bool:
     return a.ci_low <= b.ci_high and b.ci_low <= a.ci_high
 
 
+def tier_at(
+    position: int,
+    row: Ranked,
+    neighbours: Sequence[Ranked],
+    boundary: tuple[Ranked, Ranked] | None,
+    top_k: int,
+    n_tiers: int = 3,
+) -> int:
+    """The tier of ``row`` at 0-based ``position`` on its board (see the module
+    docstring), from its rank ``neighbours`` (the rows just above and below) and the
+    ``boundary`` pair (the rows at ranks ``top_k`` and ``top_k + 1``), if there is one."""
+    if top_k < 0 or n_tiers < 1:
+        raise ValueError("top_k must be non-negative and n_tiers positive")
+    contested = any(_overlap(row, other) for other in neighbours)
+    if boundary is not None:
+        inside, outside = boundary
+        contested = contested or _overlap(row, outside if position < top_k else inside)
+    if not contested:
+        return 0
+    return min(2 if position < top_k else 1, n_tiers - 1)
+
+
 def depth_tiers(rows: Sequence[Ranked], top_k: int, n_tiers: int = 3) -> dict[int, int]:
-    """Each model's tier on one benchmark (see the module docstring).
+    """Each model's tier on one benchmark's board (see the module docstring).
 
     Rows are ranked by score (best first; equal scores by model id). ``n_tiers`` caps
     the tiers: with one tier every model is shallow.
     """
     if top_k < 0 or n_tiers < 1:
         raise ValueError("top_k must be non-negative and n_tiers positive")
-    order = sorted(rows, key=lambda r: (-r.score, r.model_id))
-    inside = order[top_k - 1] if 0 < top_k <= len(order) else None
-    outside = order[top_k] if top_k < len(order) else None
-    tiers: dict[int, int] = {}
-    for position, row in enumerate(order):
-        neighbours = order[max(0, position - 1) : position] + order[position + 1 : position + 2]
-        contested = any(_overlap(row, other) for other in neighbours)
-        if inside is not None and outside is not None:
-            across = outside if position < top_k else inside
-            contested = contested or _overlap(row, across)
-        tier = 0
-        if contested:
-            tier = 2 if position < top_k else 1
-        tiers[row.model_id] = min(tier, n_tiers - 1)
-    return tiers
+    order = board_order(rows)
+    boundary = (order[top_k - 1], order[top_k]) if 0 < top_k < len(order) else None
+    return {
+        row.model_id: tier_at(
+            position,
+            row,
+            order[max(0, position - 1) : position] + order[position + 1 : position + 2],
+            boundary,
+            top_k,
+            n_tiers,
+        )
+        for position, row in enumerate(order)
+    }
+
+
+def board_order(rows: Sequence[Ranked]) -> list[Ranked]:
+    """Best first; equal scores by model id (the order tiers are decided in)."""
+    return sorted(rows, key=lambda r: (-r.score, r.model_id))
 
 
 def task_depth(tier: int, n_samples: int, tiers: Sequence[int]) -> int:

@@ -17,7 +17,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from quorumbench.core.canonical import sha256_hex
@@ -30,8 +30,10 @@ from quorumbench.core.scheduling import (
     depth_tiers,
     plan_epoch,
     task_depth,
+    tier_at,
 )
 from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
+from quorumbench.errors import QuorumError
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext
 from quorumbench.services.results import publish_overdue_canaries
@@ -73,6 +75,80 @@ def tiers_for(ctx: ServerContext, bench: Benchmark) -> tuple[int, ...]:
     size = len(loaded(ctx, bench.name).sample_ids())
     deeper = [min(d, size) for d in ctx.settings.depth_tiers if d > bench.samples_per_task]
     return tuple(dict.fromkeys([bench.samples_per_task, *deeper]))
+
+
+@dataclass(frozen=True)
+class Depth:
+    """How deep a model's next task on one benchmark is, and why (the model page)."""
+
+    tier: int
+    samples: int
+    """What its next task asks for."""
+    tier_samples: int
+    """What its tier asks for once its evidence reaches that many samples."""
+    why: str
+
+
+_ORDER = (LeaderboardEntry.score.desc(), LeaderboardEntry.model_id)
+
+
+def _ranked(entry: LeaderboardEntry) -> Ranked:
+    return Ranked(entry.model_id, entry.score, entry.ci_low, entry.ci_high)
+
+
+def model_depths(ctx: ServerContext, model_id: int) -> dict[str, Depth]:
+    """Per active benchmark, the tier and next task depth of ``model_id``: the same
+    rule the scheduler applies (core.scheduling), from its rank, its rank neighbours
+    and the top-k boundary, read through the board's score index."""
+    settings = ctx.settings
+    found: dict[str, Depth] = {}
+    with ctx.db.read() as session:
+        for bench in session.scalars(select(Benchmark).where(Benchmark.active)):
+            try:
+                tiers = tiers_for(ctx, bench)
+            except QuorumError:  # its data is not here: the depths uncapped by its size
+                tiers = (bench.samples_per_task, *settings.depth_tiers)
+            entry = session.get(LeaderboardEntry, (model_id, bench.id))
+            if entry is None:
+                found[bench.name] = Depth(0, tiers[0], tiers[0], "not measured yet")
+                continue
+            board = select(LeaderboardEntry).where(LeaderboardEntry.benchmark_id == bench.id)
+            before = or_(
+                LeaderboardEntry.score > entry.score,
+                and_(LeaderboardEntry.score == entry.score, LeaderboardEntry.model_id < model_id),
+            )
+            after = or_(
+                LeaderboardEntry.score < entry.score,
+                and_(LeaderboardEntry.score == entry.score, LeaderboardEntry.model_id > model_id),
+            )
+            position = session.scalar(
+                select(func.count()).select_from(board.where(before).subquery())
+            )
+            above = session.scalars(
+                board.where(before)
+                .order_by(LeaderboardEntry.score, LeaderboardEntry.model_id.desc())
+                .limit(1)
+            ).first()
+            below = session.scalars(board.where(after).order_by(*_ORDER).limit(1)).first()
+            k = settings.depth_top_k
+            edge = list(session.scalars(board.order_by(*_ORDER).offset(max(0, k - 1)).limit(2)))
+            boundary = (_ranked(edge[0]), _ranked(edge[1])) if k > 0 and len(edge) == 2 else None
+            neighbours = [_ranked(e) for e in (above, below) if e is not None]
+            tier = tier_at(position or 0, _ranked(entry), neighbours, boundary, k, len(tiers))
+            why = (
+                "its interval overlaps no rank neighbour's, nor the top-k line: its place "
+                "is settled",
+                "its interval overlaps a rank neighbour's, or reaches across the line "
+                f"under rank {k}",
+                f"its interval overlaps a rank neighbour's within the top {k}",
+            )[tier]
+            found[bench.name] = Depth(
+                tier,
+                task_depth(tier, entry.n_samples, tiers),
+                tiers[tier],
+                why,
+            )
+    return found
 
 
 def _pair_stats(

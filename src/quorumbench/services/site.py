@@ -36,6 +36,7 @@ from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext, TtlMemo
 from quorumbench.services.failures import Failure, recent_failures
 from quorumbench.services.leaderboard import AGGREGATE
+from quorumbench.services.scheduler import Depth, model_depths
 from quorumbench.services.tasks import get_task
 from quorumbench.services.wiring import admin_context
 from quorumbench.settings import ServerSettings
@@ -416,6 +417,8 @@ class ModelView:
     paused_reason: str | None = None
     failures: list[Failure] = field(default_factory=list)
     """Its newest failure reports, shortened, without who reported them."""
+    depths: dict[str, Depth] = field(default_factory=dict)
+    """Per active benchmark: its depth tier and how many samples its next task asks for."""
 
 
 def revision_url(ref: str, revision: str) -> str | None:
@@ -484,6 +487,7 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             model.paused_at,
             model.paused_reason,
             recent_failures(session, model_id=model_id, limit=FAILURES_SHOWN),
+            model_depths(ctx, model_id),
         )
 
 

@@ -134,6 +134,7 @@ def model_dict(view: ModelView) -> dict[str, Any]:
         "paused_at": _time(view.paused_at),
         "paused_reason": view.paused_reason,
         "failures": [failure_dict(f) for f in view.failures],
+        "depths": {name: asdict(d) for name, d in sorted(view.depths.items())},
     }
 
 

@@ -215,6 +215,14 @@ def test_contested_models_with_evidence_get_deeper_tasks(make_ctx, tmp_path):
     ids = {m: t.sample_ids for m, t in _tasks(ctx).items()}
     # one draw per epoch: a deeper task's samples extend the shallow ones
     assert ids[a][:25] == ids[b] and ids[b][:4] == ids[c] == ids[new]
+    # the model page says what the scheduler did, and why
+    from quorumbench.services.scheduler import model_depths
+
+    shown = {m: model_depths(ctx, m)["arith"] for m in (a, b, c, d, new)}
+    assert {m: x.samples for m, x in shown.items()} == depth
+    assert [shown[m].tier for m in (a, b, c, d, new)] == [2, 1, 0, 0, 0]
+    assert "within the top 1" in shown[a].why and shown[new].why == "not measured yet"
+    assert shown[c].tier_samples == 4 and shown[b].tier_samples == 25
 
 
 def test_the_sample_budget_caps_an_epoch_and_a_fruitless_plan_is_not_repeated(

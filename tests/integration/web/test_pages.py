@@ -140,6 +140,11 @@ def test_the_model_page(client, seed):
     assert gguf["revision_url"] == f"https://huggingface.co/org/smol-gguf/tree/{'6' * 40}"
     html = client.get(f"/models/{lora}").text
     assert '<svg class="history"' in html and f'href="/models/{base}"' in html
+    depths = body["depths"]
+    assert set(depths) == set(body["scores"])  # every active benchmark it is measured on
+    for depth in depths.values():
+        assert depth["samples"] <= depth["tier_samples"] and depth["why"]
+    assert '<table id="depths">' in html and "samples</td>" in html
     missing = client.get("/models/4242")
     assert missing.status_code == 404 and "no model 4242" in missing.text
 
