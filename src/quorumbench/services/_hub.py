@@ -131,7 +131,8 @@ class HfHubClient:
         if length <= 0:
             return b""
         url = self.url(repo_id, filename, revision)
-        headers = {"Range": f"bytes={start}-{start + length - 1}"}
+        # identity: byte offsets must be the file's, never those of a compressed body
+        headers = {"Range": f"bytes={start}-{start + length - 1}", "Accept-Encoding": "identity"}
         with self._client().stream("GET", url, headers=headers) as response:
             if response.status_code == 416:  # the range starts at or after the end
                 return b""

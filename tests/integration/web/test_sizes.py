@@ -122,3 +122,22 @@ def test_the_static_export_shows_the_effective_size(seed, tmp_path):
     assert (found["effective_params"], found["adapter_params"]) == (EFFECTIVE, OWN)
     page = (tmp_path / "site" / "models" / f"{lora}.html").read_text(encoding="utf-8")
     assert "(base 1.1B + adapter 4M)" in page
+
+
+def test_an_adapter_of_unknown_base_size_shows_its_own_size():
+    from quorumbench.services.model_metadata import ModelSize
+    from quorumbench.web.render import environment
+
+    macros = environment().get_template("_size.html").module
+    unknown = ModelSize(None, 230_400, None)
+    assert str(macros.size(unknown)) == (
+        '—<div class="adapter-size" title="its base’s size is unknown">adapter 230K</div>'
+    )
+    assert str(macros.size_long(unknown)) == (
+        '— <span class="muted adapter-size">(base size unknown; adapter 230K)</span>'
+    )
+    demo = ModelSize(134_745_408, 230_400, 134_515_008)  # the demo's LoRA on SmolLM2
+    assert str(macros.size_long(demo)) == (
+        '135M <span class="muted adapter-size">(base 135M + adapter 230K)</span>'
+    )
+    assert str(macros.size(ModelSize(7_000_000_000))) == "7B"
