@@ -127,7 +127,13 @@ def test_filters_by_type_size_and_benchmark(page, server):
     assert model_names(page) == ["smol-q4"]
 
     page.goto(server + "/?min_params=100M&max_params=2B")
-    assert sorted(model_names(page)) == ["alpha-1b", "delta-360m", "gamma-135m", "smol-q4"]
+    assert sorted(model_names(page)) == [
+        "alpha-1b",
+        "alpha-1b-lora",  # 1.104B: its base's parameters and its own
+        "delta-360m",
+        "gamma-135m",
+        "smol-q4",
+    ]
 
     page.goto(server + "/")
     page.get_by_label("Benchmark").select_option("arith")
@@ -373,6 +379,9 @@ def test_the_static_export_works_from_disk(browser, seed, tmp_path):
         opened.get_by_label("Size from").fill("1B")
         visible = opened.locator("#board tbody tr:visible td.name > a").all_inner_texts()
         assert sorted(visible) == ["alpha-1b", "beta-7b"]
+        opened.get_by_label("Type").select_option("lora")  # 4M of its own, 1.104B in all
+        visible = opened.locator("#board tbody tr:visible td.name > a").all_inner_texts()
+        assert visible == ["alpha-1b-lora"]
         opened.get_by_label("Size from").fill("")
         opened.get_by_label("Type").select_option("")
         opened.get_by_role("button", name="Model", exact=True).click()

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from quorumbench.services.model_metadata import model_size
 from quorumbench.services.results import ResultPayload
 from quorumbench.services.runner_keys import ResultSignature
 
@@ -44,6 +45,36 @@ class ModelOut(_Out):
     paused_reason: str | None = Field(
         None, description="Why it was paused; its owner resumes it (POST .../resume)."
     )
+    effective_params: int | None = Field(
+        None,
+        description="The model's size as it runs: for a LoRA adapter its base's parameters "
+        "plus its own (null while the base's are unknown); otherwise ``params``.",
+    )
+    adapter_params: int | None = Field(
+        None, description="A LoRA adapter's own parameters (its ``params``); null otherwise."
+    )
+    base_params: int | None = Field(
+        None,
+        description="A LoRA adapter's base's parameters, read from the base's weight "
+        "headers at registration; null otherwise.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sizes(cls, data: Any) -> Any:
+        """The three sizes from the model's ``params`` and ``details`` (model_size)."""
+        if isinstance(data, dict):
+            fields = dict(data)
+        else:
+            fields = {name: getattr(data, name) for name in cls.model_fields if hasattr(data, name)}
+            fields["details"] = getattr(data, "details", None)
+        size = model_size(fields.get("params"), fields.pop("details", None))
+        fields.update(
+            effective_params=size.effective_params,
+            adapter_params=size.adapter_params,
+            base_params=size.base_params,
+        )
+        return fields
 
 
 class FailureOut(_Out):

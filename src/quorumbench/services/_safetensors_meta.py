@@ -2,7 +2,8 @@
 
 A ``*.safetensors`` file starts with an 8-byte little-endian header length and a
 JSON header that maps each tensor name to its dtype, shape and byte offsets, so
-the parameter count of a checkpoint is a few kilobytes of reading.
+the parameter count of a checkpoint is a few kilobytes of reading: from a local file,
+or from a Hub file through HTTP range requests (:mod:`._ranges`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any
 import yaml
 
 from quorumbench.errors import RegistrationError
+from quorumbench.services._ranges import ByteSource, FileSource, HeaderBuffer
 
-_MAX_HEADER = 100 * 1024 * 1024
+MAX_HEADER = 100 * 1024 * 1024
+"""The largest safetensors header read (the format's own limit)."""
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
 TORCH_DTYPES = {
@@ -40,52 +43,70 @@ TORCH_DTYPES = {
 """Safetensors dtype names → torch dtype names (others are lowercased)."""
 
 
+def parse_json(data: bytes, where: str) -> dict[str, Any]:
+    """A JSON object from a small config file's bytes, or a RegistrationError saying why."""
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise RegistrationError(f"cannot read {where}: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise RegistrationError(f"{where} does not hold a JSON object")
+    return parsed
+
+
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from a small config file, or a RegistrationError saying why not."""
+    """A JSON object from a small local config file, or a RegistrationError saying why."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RegistrationError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise RegistrationError(f"{path} does not hold a JSON object")
-    return data
-
-
-def read_header(path: Path) -> dict[str, Any]:
-    """The JSON header of one safetensors file (tensor name → dtype/shape/offsets)."""
-    try:
-        with path.open("rb") as handle:
-            prefix = handle.read(8)
-            if len(prefix) != 8:
-                raise RegistrationError(f"{path} is too short to be a safetensors file")
-            (length,) = struct.unpack("<Q", prefix)
-            if length > _MAX_HEADER:
-                raise RegistrationError(f"{path} has an implausible {length}-byte header")
-            raw = handle.read(length)
+        data = path.read_bytes()
     except OSError as exc:
         raise RegistrationError(f"cannot read {path}: {exc}") from exc
+    return parse_json(data, str(path))
+
+
+def read_header(source: ByteSource | Path) -> dict[str, Any]:
+    """The JSON header of one safetensors file (tensor name → dtype/shape/offsets).
+
+    Reads the 8-byte length and the header only: one read when the header fits in the
+    first :data:`~._ranges.FIRST_READ` bytes, else one more for exactly the rest.
+    """
+    source = FileSource(source) if isinstance(source, Path) else source
+    buffer = HeaderBuffer(source, limit=8 + MAX_HEADER)
+    (length,) = struct.unpack("<Q", buffer.slice(0, 8))
+    if length > MAX_HEADER:
+        raise RegistrationError(f"{source.name} has an implausible {length}-byte header")
+    buffer.limit = 8 + length  # the rest, if any, in one read of exactly what is left
+    raw = buffer.slice(8, 8 + length)
     try:
         header = json.loads(raw)
     except ValueError as exc:
-        raise RegistrationError(f"{path} has a malformed safetensors header: {exc}") from exc
+        raise RegistrationError(f"{source.name} has a malformed safetensors header: {exc}") from exc
     if not isinstance(header, dict):
-        raise RegistrationError(f"{path} has a malformed safetensors header")
+        raise RegistrationError(f"{source.name} has a malformed safetensors header")
     return header
 
 
-def parameter_counts(paths: Iterable[Path]) -> dict[str, int]:
-    """Parameters per safetensors dtype (``{"BF16": 134515008}``) over ``paths``."""
+def header_counts(header: Mapping[str, Any], where: str) -> dict[str, int]:
+    """Parameters per safetensors dtype in one header."""
     counts: dict[str, int] = {}
-    for path in paths:
-        for name, entry in read_header(path).items():
-            if name == "__metadata__":
-                continue
-            try:
-                dtype = str(entry["dtype"])
-                size = math.prod(int(dim) for dim in entry["shape"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise RegistrationError(f"{path}: bad header entry for {name!r}") from exc
-            counts[dtype] = counts.get(dtype, 0) + size
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = str(entry["dtype"])
+            size = math.prod(int(dim) for dim in entry["shape"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RegistrationError(f"{where}: bad header entry for {name!r}") from exc
+        counts[dtype] = counts.get(dtype, 0) + size
+    return counts
+
+
+def parameter_counts(sources: Iterable[ByteSource | Path]) -> dict[str, int]:
+    """Parameters per safetensors dtype (``{"BF16": 134515008}``) over the files."""
+    counts: dict[str, int] = {}
+    for source in sources:
+        where = str(source) if isinstance(source, Path) else source.name
+        for dtype, n in header_counts(read_header(source), where).items():
+            counts[dtype] = counts.get(dtype, 0) + n
     return counts
 
 

@@ -11,8 +11,14 @@ lines, one per top-level ``*.safetensors`` file (or ``*.bin`` when there is none
 on the Hub the file hashes are the LFS SHA-256s, so a local copy of a Hub
 checkpoint hashes the same. For a GGUF file it is the file's own SHA-256.
 
-Hub access goes through the small :class:`HubClient` protocol; any failure there
-becomes a :class:`RegistrationError` that says why.
+A LoRA adapter's ``params`` are its own; registration also reads its base's parameter
+count, the same header-only way, into ``details["base_params"]``, so its size as it
+runs (:func:`model_size`: base + adapter) is known.
+
+Nothing of a model's weights is downloaded or written to disk: Hub access goes through
+the small :class:`HubClient` protocol, which lists a repo and reads byte ranges
+(configs and cards whole, safetensors and GGUF files only as far as their headers;
+services/_hub.py); any failure there becomes a :class:`RegistrationError` that says why.
 """
 
 from __future__ import annotations
@@ -21,21 +27,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from quorumbench.backends._files import file_sha256, pinned_local
 from quorumbench.backends._registry import BUNDLED, resolve_bundled
 from quorumbench.backends.local import MARKER
 from quorumbench.errors import InvalidRefError, ModelLoadError, RegistrationError
 from quorumbench.evaluation.refs import ModelRef, parse_ref
-from quorumbench.services._gguf_meta import read_gguf
+from quorumbench.services._gguf_meta import GGUFInfo, read_gguf, read_gguf_header
 from quorumbench.services._hub import (
     HfHubClient,
     HubCheckout,
     HubClient,
     HubFile,
     HubRepo,
-    hub_call,
 )
 from quorumbench.services._safetensors_meta import (
     card_hints,
@@ -48,17 +53,16 @@ from quorumbench.services._safetensors_meta import (
 )
 
 __all__ = [
-    "MAX_GGUF_DOWNLOAD",
     "HfHubClient",
     "HubClient",
     "HubFile",
     "HubRepo",
     "ModelMetadata",
+    "ModelSize",
     "inspect_model",
+    "model_size",
 ]
 
-MAX_GGUF_DOWNLOAD = 2 * 1024**3
-"""A Hub GGUF file larger than this is not downloaded; its params stay unknown."""
 _GGUF_FLOAT_TYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 """Unquantized GGUF file types and their dtype; quantized files have dtype ``None``."""
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
@@ -86,6 +90,35 @@ class ModelMetadata:
     weights_sha256: str | None
     """SHA-256 of the weights alone (see the module docstring), for duplicate detection."""
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """A model's size as the pages and the API show it (:func:`model_size`)."""
+
+    effective_params: int | None
+    """The parameters the model runs with: for a LoRA adapter its base's plus its own
+    (``None`` when the base's count is unknown); for any other model its ``params``."""
+    adapter_params: int | None = None
+    """An adapter's own parameters; ``None`` for a model that is not an adapter."""
+    base_params: int | None = None
+    """An adapter's base's parameters, when known; ``None`` for other models."""
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def model_size(params: int | None, details: Mapping[str, Any] | None) -> ModelSize:
+    """The size of a registered model from its ``params`` and ``details`` (an adapter
+    is marked ``kind: adapter`` and carries ``base_params`` since registration reads
+    them; an adapter registered before that has an unknown effective size)."""
+    details = details or {}
+    if details.get("kind") != "adapter":
+        return ModelSize(params)
+    base = _count(details.get("base_params"))
+    effective = params + base if params is not None and base is not None else None
+    return ModelSize(effective, params, base)
 
 
 def _pinned(location: str, revision: str | None, kind: Literal["file", "dir"]) -> tuple[Path, str]:
@@ -141,10 +174,11 @@ def _adapter_meta(
     counts: Mapping[str, int],
     card: Mapping[str, Any],
     weights_sha256: str,
-    base_ref: str,
+    base: _Base,
     details: dict[str, Any],
 ) -> ModelMetadata:
-    """Metadata of a PEFT adapter; ``base_ref`` is its pinned base."""
+    """Metadata of a PEFT adapter on its pinned ``base``."""
+    base_ref = base.ref
     targets = config.get("target_modules")
     details.update(
         kind="adapter",
@@ -154,6 +188,10 @@ def _adapter_meta(
         task_type=config.get("task_type"),
         dtypes=dict(counts),
     )
+    if base.params is not None:
+        details["base_params"] = base.params
+    else:
+        details["base_params_unknown"] = base.unknown
     converted_from = _converted_gguf(base_ref)
     if converted_from is not None:
         details["base_gguf_sha256"] = converted_from
@@ -186,8 +224,53 @@ def _converted_gguf(base_ref: str) -> str | None:
     return digest if _SHA256.fullmatch(digest) else None
 
 
-def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local: bool) -> str:
-    """The canonical pinned ref of an adapter's base model."""
+class _Base(NamedTuple):
+    """An adapter's base: its canonical pinned ref and its parameter count."""
+
+    ref: str
+    params: int | None
+    unknown: str = ""
+    """Why ``params`` is ``None``."""
+
+
+def _counted(counts: Mapping[str, int], where: str) -> _Base:
+    total = sum(counts.values())
+    if total:
+        return _Base(where, total)
+    return _Base(where, None, "the base has no safetensors weights whose headers give its size")
+
+
+def _local_safetensors(path: Path, weights: list[str]) -> list[Path]:
+    """The safetensors files of a local checkpoint (its index's shards, if it has one)."""
+    files = [path / w for w in weights if w.endswith(".safetensors")]
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = read_json(index).get("weight_map")
+        if isinstance(weight_map, dict):
+            files = [path / str(f) for f in sorted(set(weight_map.values()))]
+    return files
+
+
+def _hub_counts(hub: HubCheckout, weights: list[str]) -> dict[str, int]:
+    """Parameters per dtype of a Hub checkpoint from its safetensors headers (ranged
+    reads; the index's shards, if it has one)."""
+    names = [w for w in weights if w.endswith(".safetensors")]
+    index = "model.safetensors.index.json"
+    if index in hub.files:
+        weight_map = hub.small_json(index).get("weight_map")
+        if isinstance(weight_map, dict):
+            names = sorted({str(f) for f in weight_map.values()})
+    missing = [n for n in names if n not in hub.files]
+    if missing:
+        raise RegistrationError(
+            f"{hub.repo_id}@{hub.sha} has no file {missing[0]} (its index names it)"
+        )
+    return parameter_counts(hub.source(n) for n in names)
+
+
+def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local: bool) -> _Base:
+    """The canonical pinned ref of an adapter's base model, and its parameter count
+    read from its safetensors headers."""
     base = config.get("base_model_name_or_path")
     if not isinstance(base, str) or not base:
         raise RegistrationError("the adapter's adapter_config.json does not name its base model")
@@ -200,7 +283,9 @@ def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local:
             raise RegistrationError(f"the adapter's base is missing: {exc.message}") from exc
         if (path / "adapter_config.json").is_file():
             raise RegistrationError(f"the adapter's base {path} is itself an adapter")
-        return ModelRef("hf", str(path), digest).canonical()
+        weights = weight_files(p.name for p in path.iterdir() if p.is_file())
+        counts = parameter_counts(_local_safetensors(path, weights))
+        return _counted(counts, ModelRef("hf", str(path), digest).canonical())
     revision = config.get("revision")
     try:
         pinned = parse_ref(f"hf:{base}@{revision}") if isinstance(revision, str) else None
@@ -211,13 +296,17 @@ def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local:
             f'the adapter\'s base {base!r} is not pinned: set "revision" in '
             "adapter_config.json to the base model's 40-hex commit"
         )
-    client = hub or HfHubClient()
-    found = hub_call(
-        f"look up the adapter's base {pinned}", lambda: client.repo(base, pinned.revision)
-    )
-    if any(f.name == "adapter_config.json" for f in found.files):
+    if hub is not None:
+        return _hub_base(hub, pinned)
+    with HfHubClient() as client:
+        return _hub_base(client, pinned)
+
+
+def _hub_base(client: HubClient, pinned: ModelRef) -> _Base:
+    found = HubCheckout(client, pinned)
+    if "adapter_config.json" in found.files:
         raise RegistrationError(f"the adapter's base {pinned} is itself an adapter")
-    return pinned.canonical()
+    return _counted(_hub_counts(found, weight_files(found.files)), pinned.canonical())
 
 
 def _local_hf(ref: ModelRef, hub: HubClient | None) -> ModelMetadata:
@@ -226,12 +315,7 @@ def _local_hf(ref: ModelRef, hub: HubClient | None) -> ModelMetadata:
     weights = weight_files(p.name for p in path.iterdir() if p.is_file())
     if not weights:
         raise RegistrationError(f"{path} holds no model weights (*.safetensors or *.bin)")
-    safetensors = [path / w for w in weights if w.endswith(".safetensors")]
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = read_json(index).get("weight_map")
-        if isinstance(weight_map, dict):
-            safetensors = [path / str(f) for f in sorted(set(weight_map.values()))]
+    safetensors = _local_safetensors(path, weights)
     counts = parameter_counts(safetensors)
     weights_sha = weights_digest((w, file_sha256(path / w)) for w in weights)
     readme = path / "README.md"
@@ -253,12 +337,19 @@ def _local_hf(ref: ModelRef, hub: HubClient | None) -> ModelMetadata:
     return _checkpoint_meta(pinned, path.name, config, counts, card, weights_sha, details)
 
 
-def _gguf_meta(ref: ModelRef, path: Path, sha256: str, details: dict[str, Any]) -> ModelMetadata:
-    info = read_gguf(path)
+def _gguf_meta(
+    ref: ModelRef, info: GGUFInfo, sha256: str, details: dict[str, Any]
+) -> ModelMetadata:
+    split = info.details.get("split_count")
+    if split:
+        raise RegistrationError(
+            f"{ref.canonical()} is one part of a GGUF model split into {split} files; "
+            "split GGUF models are not supported (a runner loads one file)"
+        )
     details.update(info.details)
     return ModelMetadata(
         ref=ref,
-        name=info.name or Path(ref.filename or path.name).stem,
+        name=info.name or Path(ref.filename or ref.location).stem,
         params=info.params,
         architecture=info.architecture,
         context_length=info.context_length,
@@ -271,8 +362,8 @@ def _gguf_meta(ref: ModelRef, path: Path, sha256: str, details: dict[str, Any]) 
     )
 
 
-def _hub_hf(ref: ModelRef, client: HubClient, cache_dir: Path | None) -> ModelMetadata:
-    hub = HubCheckout(client, ref, cache_dir)
+def _hub_hf(ref: ModelRef, client: HubClient) -> ModelMetadata:
+    hub = HubCheckout(client, ref)
     pinned = ModelRef("hf", ref.location, hub.sha)
     name = ref.location.rpartition("/")[2]
     weights = weight_files(hub.files)
@@ -280,64 +371,41 @@ def _hub_hf(ref: ModelRef, client: HubClient, cache_dir: Path | None) -> ModelMe
         raise RegistrationError(f"{pinned} holds no model weights (*.safetensors or *.bin)")
     weights_sha = weights_digest((w, hub.sha256(w)) for w in weights)
     details: dict[str, Any] = {"kind": "checkpoint", "source": "hub", "files": weights}
+    if not any(w.endswith(".safetensors") for w in weights):
+        details["params_unknown"] = "only pickled *.bin weights; their headers are not read"
     if "adapter_config.json" in hub.files:
         config = hub.small_json("adapter_config.json")
         base = _adapter_base(config, client, allow_local=False)
-        counts: dict[str, int] = {}
-        for w in weights:
-            for dtype, n in (hub.counts(w) if w.endswith(".safetensors") else {}).items():
-                counts[dtype] = counts.get(dtype, 0) + n
+        counts = _hub_counts(hub, weights)
         return _adapter_meta(pinned, name, config, counts, hub.card(), weights_sha, base, details)
     if "config.json" not in hub.files:
         raise RegistrationError(
             f"{pinned} has no config.json; for a GGUF file use gguf:{ref.location}/<file>.gguf"
         )
     config = hub.small_json("config.json")
-    counts = hub.counts() if any(w.endswith(".safetensors") for w in weights) else {}
+    counts = _hub_counts(hub, weights)
     return _checkpoint_meta(pinned, name, config, counts, hub.card(), weights_sha, details)
 
 
-def _hub_gguf(ref: ModelRef, client: HubClient, cache_dir: Path | None) -> ModelMetadata:
+def _hub_gguf(ref: ModelRef, client: HubClient) -> ModelMetadata:
+    """A Hub GGUF file's metadata from its header, read by ranged requests (a few MB of
+    the file, whatever its size)."""
     assert ref.filename is not None
-    hub = HubCheckout(client, ref, cache_dir)
+    hub = HubCheckout(client, ref)
     pinned = ModelRef("gguf", ref.location, hub.sha, filename=ref.filename)
     file = hub.files.get(ref.filename)
     if file is None:
         raise RegistrationError(f"{ref.location} has no file {ref.filename} at {hub.sha}")
-    details: dict[str, Any] = {
-        "kind": "gguf",
-        "source": "hub",
-        "file": file.name,
-        "size": file.size,
-    }
+    details: dict[str, Any] = {"kind": "gguf", "source": "hub", "file": file.name}
+    info = read_gguf_header(hub.source(file.name))
+    meta = _gguf_meta(pinned, info, hub.sha256(file.name), details)
     license_, base_hint = card_hints(hub.card())
-    if file.size is None or file.size > MAX_GGUF_DOWNLOAD:
-        details["params_unknown"] = (
-            f"the file is larger than {MAX_GGUF_DOWNLOAD // 1024**3} GiB (or its size is "
-            "unknown), so its header was not downloaded"
-        )
-        if file.sha256 is None:
-            raise RegistrationError(f"{pinned} has no LFS SHA-256 and is too large to hash")
-        return ModelMetadata(
-            ref=pinned,
-            name=Path(file.name).stem,
-            params=None,
-            architecture=None,
-            context_length=None,
-            dtype=None,
-            quantization=None,
-            license=license_,
-            base_ref=base_hint,
-            weights_sha256=file.sha256,
-            details=details,
-        )
-    meta = _gguf_meta(pinned, hub.path(file.name), hub.sha256(file.name), details)
     return replace(meta, license=meta.license or license_, base_ref=meta.base_ref or base_hint)
 
 
 def _local_gguf(ref: ModelRef, details: dict[str, Any]) -> ModelMetadata:
     path, digest = _pinned(ref.location, ref.revision, "file")
-    return _gguf_meta(ModelRef("gguf", str(path), digest), path, digest, details)
+    return _gguf_meta(ModelRef("gguf", str(path), digest), read_gguf(path), digest, details)
 
 
 def bundled_name(name: str) -> str:
@@ -348,16 +416,15 @@ def bundled_name(name: str) -> str:
     return BUNDLED[name][1].split(".", 1)[0]
 
 
-def inspect_model(
-    ref_text: str, *, cache_dir: Path | None = None, hub: HubClient | None = None
-) -> ModelMetadata:
+def inspect_model(ref_text: str, *, hub: HubClient | None = None) -> ModelMetadata:
     """Pin ``ref_text`` and read the model's metadata without loading its weights.
+
+    Nothing of the weights is downloaded or written to disk: local files are read as
+    far as their headers, Hub files through ranged requests (see the module docstring).
 
     Args:
         ref_text: A model ref; Hub refs may name a branch or tag, or no revision.
-        cache_dir: Where Hub downloads (configs, model cards, GGUF files up to
-            :data:`MAX_GGUF_DOWNLOAD`) are cached; ``None``: the Hub's default cache.
-        hub: The Hub client; ``None``: :class:`HfHubClient`.
+        hub: The Hub client; ``None``: an :class:`HfHubClient` for this call.
 
     Returns:
         The metadata, with ``ref`` pinned to a commit or content hash.
@@ -365,8 +432,10 @@ def inspect_model(
     Raises:
         InvalidRefError: The ref cannot be parsed, or a local path does not exist.
         RegistrationError: The model cannot be inspected (Hub unreachable, files
-            missing or malformed, an adapter's base not pinned…), with the reason.
-        MissingDependencyError: ``huggingface_hub`` or ``gguf`` is needed but missing.
+            missing or malformed, a header that cannot be read, an adapter's base not
+            pinned…), with the reason.
+        MissingDependencyError: ``huggingface_hub`` is needed (to list a Hub repo) but
+            missing.
     """
     ref = parse_ref(ref_text, allow_moving=True)
     if ref.scheme == "openai":
@@ -387,7 +456,7 @@ def inspect_model(
         return _local_gguf(ref, {"kind": "gguf", "source": "local"})
     if ref.is_local:
         return _local_hf(ref, hub)
-    client = hub or HfHubClient()
-    if ref.scheme == "gguf":
-        return _hub_gguf(ref, client, cache_dir)
-    return _hub_hf(ref, client, cache_dir)
+    if hub is not None:
+        return _hub_gguf(ref, hub) if ref.scheme == "gguf" else _hub_hf(ref, hub)
+    with HfHubClient() as client:
+        return _hub_gguf(ref, client) if ref.scheme == "gguf" else _hub_hf(ref, client)

@@ -4,7 +4,8 @@ A registration is refused, with the reason, when:
 
 * the ref (after pinning) or the weights' hash is registered already (the error
   points at the existing model);
-* the model has more parameters than ``max_params``;
+* the model has more parameters than ``max_params`` (a LoRA adapter: with its base's,
+  :func:`~quorumbench.services.model_metadata.model_size`);
 * the account registered ``registrations_per_week`` models in the last 7 days;
 * the account has not "earned its submit": fewer than ``quota_evaluations``
   accepted results (counted, not outliers, on tasks that finalized DONE) on other
@@ -18,7 +19,7 @@ A registration is refused, with the reason, when:
 
 Admins (a token of an admin account with the ``admin`` scope) are exempt from the
 quota, the rate limit and the two before the last. Only refs, metadata and numbers are
-stored.
+stored; the server never downloads or stores a model's weights (it reads headers).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from quorumbench.evaluation.endpoints import Resolver, check_endpoint
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
-from quorumbench.services.model_metadata import ModelMetadata, inspect_model
+from quorumbench.services.model_metadata import ModelMetadata, inspect_model, model_size
 
 Inspector = Callable[[str], ModelMetadata]
 LOCAL_PREFIXES = ("/", "./", "../", "~")
@@ -174,7 +175,7 @@ def register_model(
     """
     principal.require("model:register")
     _check_limits(ctx, principal)
-    inspect = inspector or ctx.inspector or (lambda text: inspect_model(text, cache_dir=None))
+    inspect = inspector or ctx.inspector or inspect_model
     if not principal.acts_as_admin and ref_text.split(":", 1)[-1].startswith(LOCAL_PREFIXES):
         raise RegistrationError(
             "only an admin may register a path on the server's disk; register a Hub ref "
@@ -183,14 +184,20 @@ def register_model(
     _check_endpoint(ctx, ref_text, resolve)
     meta = inspect(ref_text)
     ref = meta.ref.canonical()
-    if meta.params is None and meta.ref.scheme != "openai" and not principal.acts_as_admin:
-        reason = meta.details.get("params_unknown", "its weights could not be inspected")
+    size = model_size(meta.params, meta.details).effective_params  # an adapter: with its base
+    if size is None and meta.ref.scheme != "openai" and not principal.acts_as_admin:
+        reason = (
+            meta.details.get("params_unknown")
+            or meta.details.get("base_params_unknown")
+            or "its weights could not be inspected"
+        )
         raise RegistrationError(
             f"cannot check the size limit of {ref}: the parameter count is unknown ({reason})"
         )
-    if meta.params is not None and meta.params > ctx.settings.max_params:
+    if size is not None and size > ctx.settings.max_params:
+        adapter = " with its base" if size != meta.params else ""
         raise RegistrationError(
-            f"{ref} has {meta.params:,} parameters; this server accepts at most "
+            f"{ref} has {size:,} parameters{adapter}; this server accepts at most "
             f"{ctx.settings.max_params:,}"
         )
     with ctx.db.read() as session:

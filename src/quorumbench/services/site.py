@@ -6,6 +6,10 @@ has a score (one Core query per table), ranks them, and keeps that ranking for
 ``web_cache_s`` seconds (per process, per benchmark); each request then filters,
 sorts and pages it in Python. Ranks are computed before filtering, so a model keeps
 its rank in any filtered view. ``benchmarks/web_pages.py`` measures both paths.
+
+A model's size, wherever it is shown, sorted or filtered by, is its effective size
+(:func:`~quorumbench.services.model_metadata.model_size`): for a LoRA adapter its
+base's parameters plus its own, with the adapter's own beside it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from quorumbench.services.benchmarks import loaded
 from quorumbench.services.context import ServerContext, TtlMemo
 from quorumbench.services.failures import Failure, recent_failures
 from quorumbench.services.leaderboard import AGGREGATE
+from quorumbench.services.model_metadata import ModelSize, model_size
 from quorumbench.services.scheduler import Depth, model_depths
 from quorumbench.services.tasks import get_task
 from quorumbench.services.wiring import admin_context
@@ -75,6 +80,9 @@ class BoardRow:
     """DISPUTED tasks of this model."""
     rank_range: tuple[int, int] | None = None
     """The best and worst rank the 95% intervals allow (:func:`rank_ranges`)."""
+    size: ModelSize = ModelSize(None)
+    """The size shown, sorted and filtered by: base + adapter for a LoRA adapter
+    (``params`` is the adapter's own then)."""
 
     @property
     def n_samples(self) -> int:
@@ -205,6 +213,7 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
                 None,
                 scores[m.id],
                 disputed.get(m.id, 0),
+                size=model_size(m.params, m.details),
             )
             for m in models
             if m.id in scores
@@ -266,7 +275,7 @@ _SORT_VALUES: dict[str, Callable[[BoardRow], Any]] = {
     "rank": lambda r: r.rank,
     "model": lambda r: r.model.lower(),
     "type": lambda r: r.type,
-    "params": lambda r: r.params,
+    "params": lambda r: r.size.effective_params,
     "score": lambda r: r.score.score if r.score else None,
     "n_samples": lambda r: r.n_samples,
     "updated_at": lambda r: r.updated_at,
@@ -329,17 +338,17 @@ def rank_ranges(intervals: Sequence[tuple[float, float]]) -> list[tuple[int, int
 
 
 def _passes(row: BoardRow, query: BoardQuery) -> bool:
+    """Whether ``row`` passes the filters; the size range is on the effective size."""
     if query.q and query.q.lower() not in f"{row.model} {row.ref}".lower():
         return False
     if query.type and row.type != query.type:
         return False
     if query.license and row.license != query.license:
         return False
-    if query.min_params is not None and (row.params is None or row.params < query.min_params):
+    size = row.size.effective_params
+    if query.min_params is not None and (size is None or size < query.min_params):
         return False
-    return not (
-        query.max_params is not None and (row.params is None or row.params > query.max_params)
-    )
+    return not (query.max_params is not None and (size is None or size > query.max_params))
 
 
 # --- one model --------------------------------------------------------------------
@@ -417,6 +426,8 @@ class ModelView:
     paused_reason: str | None = None
     failures: list[Failure] = field(default_factory=list)
     """Its newest failure reports, shortened, without who reported them."""
+    size: ModelSize = ModelSize(None)
+    """Its size: base + adapter for a LoRA adapter (:func:`model_size`)."""
     depths: dict[str, Depth] = field(default_factory=dict)
     """Per active benchmark: its depth tier and how many samples its next task asks for."""
 
@@ -487,6 +498,7 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             model.paused_at,
             model.paused_reason,
             recent_failures(session, model_id=model_id, limit=FAILURES_SHOWN),
+            model_size(model.params, model.details),
             model_depths(ctx, model_id),
         )
 
@@ -823,6 +835,8 @@ class CompareView:
     subject_scores: list[dict[tuple[str, str], SubjectScore]] = field(default_factory=list)
     """Per model (same order), per (benchmark, subject)."""
     subject_separated: dict[tuple[str, str], bool] = field(default_factory=dict)
+    sizes: list[ModelSize] = field(default_factory=list)
+    """Per model (same order): its size (base + adapter for a LoRA adapter)."""
 
 
 def _separated(intervals: Sequence[Score | SubjectScore]) -> bool:
@@ -863,6 +877,7 @@ def compare(ctx: ServerContext, model_ids: list[int]) -> CompareView:
         subjects,
         by_model,
         {key: _separated([m[key] for m in by_model if key in m]) for key in totals},
+        [v.size for v in views],
     )
 
 

@@ -50,6 +50,8 @@ def board_row(row: BoardRow) -> dict[str, Any]:
         "ref": row.ref,
         "type": row.type,
         "params": row.params,
+        "effective_params": row.size.effective_params,
+        "adapter_params": row.size.adapter_params,
         "license": row.license,
         "score": ranked.score if ranked else None,
         "ci_low": ranked.ci_low if ranked else None,
@@ -91,6 +93,7 @@ def board_csv(page: BoardPage) -> str:
 def board_row_columns() -> list[str]:
     return [
         "rank", "rank_best", "rank_worst", "model_id", "model", "ref", "type", "params",
+        "effective_params", "adapter_params",
         "license", "score", "ci_low", "ci_high", "n_samples", "updated_at", "disputed_tasks",
     ]  # fmt: skip
 
@@ -114,6 +117,9 @@ def model_dict(view: ModelView) -> dict[str, Any]:
         "revision": view.revision,
         "revision_url": view.revision_url,
         "params": view.params,
+        "effective_params": view.size.effective_params,
+        "adapter_params": view.size.adapter_params,
+        "base_params": view.size.base_params,
         "architecture": view.architecture,
         "context_length": view.context_length,
         "dtype": view.dtype,

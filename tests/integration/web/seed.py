@@ -75,6 +75,8 @@ MODELS = [
     ("smol-q4", f"gguf:org/smol-gguf/smol.Q4_1.gguf@{'6' * 40}", 135_000_000, "apache-2.0", None),
     ("chat-endpoint", "openai:http://llm.example.invalid/v1#chat-endpoint", None, None, None),
 ]
+BASE_PARAMS = 1_100_000_000
+"""alpha-1b-lora's base (alpha-1b): its effective size is 1.104B, its own 4M."""
 # per model: sample pattern (one epoch's 4 samples are these, rotated)
 QUALITY = {
     "alpha-1b": 3,
@@ -101,7 +103,8 @@ def _metadata(ref: str) -> ModelMetadata:
         license=license_,
         base_ref=base,
         weights_sha256=None if ref.startswith("openai:") else uuid.uuid4().hex * 2,
-        details={"kind": "adapter"} if base else {},
+        # an adapter's base size, as registration reads it from the base's headers
+        details={"kind": "adapter", "base_params": BASE_PARAMS} if base else {},
     )
 
 

@@ -7,12 +7,13 @@ import pytest
 
 from quorumbench.backends._files import dir_sha256, file_sha256
 from quorumbench.errors import InvalidRefError, RegistrationError
-from quorumbench.services._safetensors_meta import parameter_counts
 from quorumbench.services.model_metadata import (
     HubFile,
     HubRepo,
+    ModelSize,
     bundled_name,
     inspect_model,
+    model_size,
 )
 
 torch = pytest.importorskip("torch")
@@ -132,6 +133,8 @@ def test_local_adapter_pins_its_local_base(tiny, adapter):
     assert meta.details["lora_alpha"] == 8
     assert meta.details["target_modules"] == ["q_proj", "v_proj"]
     assert meta.details["kind"] == "adapter"
+    assert meta.details["base_params"] == tiny[1]  # from the base's safetensors header
+    assert model_size(meta.params, meta.details).effective_params == tiny[1] + adapter[1]
 
 
 def _with_base(adapter_dir: Path, tmp_path: Path, **changes) -> Path:
@@ -153,6 +156,7 @@ def test_an_adapter_on_a_gguf_conversion_names_the_gguf_file(tiny, adapter, tmp_
     made_on = _with_base(adapter[0], tmp_path / "a", base_model_name_or_path=str(converted))
     meta = inspect_model(f"hf:{made_on}")
     assert meta.details["base_gguf_sha256"] == digest
+    assert meta.details["base_params"] == tiny[1]  # the conversion's safetensors header
     assert meta.base_ref == f"hf:{converted}@{dir_sha256(converted)}"
     (converted / MARKER).write_text("model.gguf\nnot-a-digest\n", encoding="utf-8")
     again = _with_base(adapter[0], tmp_path / "b", base_model_name_or_path=str(converted))
@@ -238,13 +242,15 @@ def test_bundled_smollm2_gguf(smollm2_gguf):
 
 @dataclass
 class FakeHub:
-    """A Hub with repos mirrored from local directories; records calls."""
+    """A Hub with repos mirrored from local directories; records calls and bytes read."""
 
     repos: dict[str, HubRepo] = field(default_factory=dict)
     paths: dict[tuple[str, str], Path] = field(default_factory=dict)
     branches: dict[tuple[str, str | None], str] = field(default_factory=dict)
     fail: Exception | None = None
     calls: list[str] = field(default_factory=list)
+    served: dict[str, int] = field(default_factory=dict)
+    """Bytes read per ``repo/file``."""
 
     def add(self, repo_id: str, sha: str, directory: Path, *, lfs: bool = True) -> None:
         files = []
@@ -264,16 +270,18 @@ class FakeHub:
             raise LookupError(f"404 Revision Not Found: {repo_id}@{revision}\nRequest ID: x")
         return self.repos[repo_id]
 
-    def parameter_counts(self, repo_id, revision, filename=None):
-        self.calls.append(f"counts {repo_id}/{filename}")
-        assert revision == self.repos[repo_id].sha
-        names = [filename] if filename else ["model.safetensors"]
-        return parameter_counts(self.paths[(repo_id, n)] for n in names)
+    def content(self, repo_id, filename, start, length):
+        with self.paths[(repo_id, filename)].open("rb") as handle:
+            handle.seek(start)
+            return handle.read(length)
 
-    def download(self, repo_id, filename, revision, cache_dir):
-        self.calls.append(f"download {repo_id}/{filename}")
+    def read(self, repo_id, filename, revision, start, length):
+        self.calls.append(f"read {repo_id}/{filename}")
         assert revision == self.repos[repo_id].sha
-        return self.paths[(repo_id, filename)]
+        data = self.content(repo_id, filename, start, length)
+        key = f"{repo_id}/{filename}"
+        self.served[key] = self.served.get(key, 0) + len(data)
+        return data
 
 
 @pytest.mark.parametrize("suffix", ["", "@main", f"@{SHA}"])
@@ -288,15 +296,30 @@ def test_hub_ref_resolves_to_a_commit(tiny, suffix):
     assert meta.architecture == "LlamaForCausalLM"
     # the weights hash comes from LFS SHA-256s and equals the local copy's
     assert meta.weights_sha256 == inspect_model(f"hf:{tiny[0]}").weights_sha256
-    assert not any(c.startswith("download org/tiny/model.safetensors") for c in hub.calls)
+    # the weights file is read as far as its header only
+    header = 8 + int.from_bytes((tiny[0] / "model.safetensors").read_bytes()[:8], "little")
+    assert header <= hub.served["org/tiny/model.safetensors"] <= max(header, 64 * 1024)
 
 
-def test_hub_file_outside_lfs_is_downloaded_and_hashed(tiny):
+def test_hub_file_outside_lfs_is_hashed_by_reading_it(tiny):
     hub = FakeHub()
     hub.add("org/tiny", SHA, tiny[0], lfs=False)
     meta = inspect_model("hf:org/tiny@main", hub=hub)
     assert meta.weights_sha256 == inspect_model(f"hf:{tiny[0]}").weights_sha256
-    assert "download org/tiny/model.safetensors" in hub.calls
+    size = (tiny[0] / "model.safetensors").stat().st_size
+    assert hub.served["org/tiny/model.safetensors"] >= size  # hashed in memory
+
+
+def test_a_large_hub_file_outside_lfs_is_refused(tiny):
+    hub = FakeHub()
+    hub.add("org/tiny", SHA, tiny[0], lfs=False)
+    files = [
+        HubFile(f.name, 10**9, None) if f.name == "model.safetensors" else f
+        for f in hub.repos["org/tiny"].files
+    ]
+    hub.repos["org/tiny"] = HubRepo(SHA, tuple(files))
+    with pytest.raises(RegistrationError, match="no LFS SHA-256 and is too large"):
+        inspect_model("hf:org/tiny@main", hub=hub)
 
 
 def test_unknown_hub_revision_is_a_registration_error(tiny):
@@ -333,6 +356,28 @@ def test_hub_adapter_pins_its_hub_base(tiny, adapter, tmp_path):
     assert meta.params == adapter[1]
     assert meta.architecture == "lora"
     assert f"repo org/tiny@{BASE_SHA}" in hub.calls
+    # the base's size, read from its safetensors header
+    assert meta.details["base_params"] == tiny[1]
+    size = model_size(meta.params, meta.details)
+    assert size == ModelSize(tiny[1] + adapter[1], adapter[1], tiny[1])
+    assert hub.served["org/tiny/model.safetensors"] <= 64 * 1024  # one read of its start
+
+
+def test_an_adapter_whose_base_has_only_pickled_weights_has_no_effective_size(adapter, tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "config.json").write_text("{}", encoding="utf-8")
+    (base / "pytorch_model.bin").write_bytes(b"pickle")
+    copy = _with_base(
+        adapter[0], tmp_path, base_model_name_or_path="org/pickled", revision=BASE_SHA
+    )
+    hub = FakeHub()
+    hub.add("org/pickled", BASE_SHA, base)
+    hub.add("me/lora", SHA, copy)
+    meta = inspect_model("hf:me/lora@main", hub=hub)
+    assert "base_params" not in meta.details
+    assert "no safetensors" in meta.details["base_params_unknown"]
+    assert model_size(meta.params, meta.details) == ModelSize(None, adapter[1], None)
 
 
 def test_hub_adapter_with_unpinned_or_local_base_is_refused(tiny, adapter, tmp_path):
@@ -357,59 +402,54 @@ def test_hub_gguf_reads_a_small_file(tmp_path):
     assert (meta.params, meta.quantization, meta.context_length) == (35, "Q8_0", 64)
 
 
-def test_hub_gguf_over_2_gib_is_not_downloaded():
-    hub = FakeHub()
+class BigGGUFHub(FakeHub):
+    """Serves ``big.Q4_0.gguf``: a real GGUF header followed by 3 GiB of zeros."""
+
+    def content(self, repo_id, filename, start, length):
+        if filename != "big.Q4_0.gguf":
+            return super().content(repo_id, filename, start, length)
+        head = self.paths[(repo_id, "tiny.Q8_0.gguf")].read_bytes()
+        end = min(start + length, 3 * 1024**3)
+        return head[start:end] + bytes(max(0, end - max(start, len(head))))
+
+
+def test_hub_gguf_of_any_size_is_read_from_its_header(tmp_path):
+    _tiny_gguf(tmp_path / "tiny.Q8_0.gguf")
+    hub = BigGGUFHub()
+    hub.add("org/big", SHA, tmp_path)
     big = HubFile("big.Q4_0.gguf", 3 * 1024**3, "cd" * 32)
-    hub.repos["org/big"] = HubRepo(SHA, (big,))
-    hub.branches[("org/big", None)] = SHA
+    hub.repos["org/big"] = HubRepo(SHA, (*hub.repos["org/big"].files, big))
     meta = inspect_model("gguf:org/big/big.Q4_0.gguf", hub=hub)
-    assert meta.params is None
-    assert meta.weights_sha256 == "cd" * 32
-    assert "2 GiB" in meta.details["params_unknown"]
-    assert not any(c.startswith("download") for c in hub.calls)
+    assert (meta.params, meta.quantization, meta.context_length) == (35, "Q8_0", 64)
+    assert meta.weights_sha256 == "cd" * 32  # the LFS hash: the file is never hashed here
+    assert meta.details["size"] == 3 * 1024**3
+    assert "params_unknown" not in meta.details
+    assert hub.served["org/big/big.Q4_0.gguf"] <= 64 * 1024
     with pytest.raises(RegistrationError, match="no file other.gguf"):
         inspect_model("gguf:org/big/other.gguf", hub=hub)
 
 
-# --- the default client over huggingface_hub (monkeypatched) ---------------------------
+def test_a_hub_file_that_is_not_a_gguf_is_refused(tiny, tmp_path):
+    shutil.copy(tiny[0] / "model.safetensors", tmp_path / "fake.gguf")
+    hub = FakeHub()
+    hub.add("org/fake", SHA, tmp_path)
+    with pytest.raises(RegistrationError, match="fake.gguf@.* is not a GGUF file"):
+        inspect_model("gguf:org/fake/fake.gguf", hub=hub)
 
 
-def test_default_client_wraps_huggingface_hub(tiny, monkeypatch, tmp_path):
-    hf = pytest.importorskip("huggingface_hub")
-    from huggingface_hub.errors import NotASafetensorsRepoError
-    from huggingface_hub.hf_api import BlobLfsInfo, RepoSibling
+def test_a_failing_range_read_is_a_registration_error(tmp_path):
+    _tiny_gguf(tmp_path / "tiny.Q8_0.gguf")
 
-    weights = tiny[0] / "model.safetensors"
-    lfs = BlobLfsInfo(size=weights.stat().st_size, sha256=file_sha256(weights), pointer_size=1)
-    seen = {}
+    class Broken(FakeHub):
+        def read(self, *args):
+            raise ConnectionError("reset by peer\ntraceback...")
 
-    class FakeApi:
-        def model_info(self, repo_id, *, revision=None, files_metadata=False):
-            seen["info"] = (repo_id, revision, files_metadata)
-            siblings = [
-                RepoSibling("config.json", size=500),
-                RepoSibling("model.safetensors", size=lfs.size, lfs=lfs),
-            ]
-            return type("Info", (), {"sha": SHA, "siblings": siblings})()
-
-        def get_safetensors_metadata(self, repo_id, *, revision=None):
-            if repo_id == "org/none":
-                raise NotASafetensorsRepoError("no safetensors")
-            return type("Meta", (), {"parameter_count": parameter_counts([weights])})()
-
-    def fake_download(repo_id, filename, *, revision=None, cache_dir=None):
-        seen["download"] = (filename, revision, cache_dir)
-        return str(tiny[0] / filename)
-
-    monkeypatch.setattr(hf, "HfApi", FakeApi)
-    monkeypatch.setattr(hf, "hf_hub_download", fake_download)
-    meta = inspect_model("hf:org/tiny@main", cache_dir=tmp_path)
-    assert seen["info"] == ("org/tiny", "main", True)
-    assert seen["download"] == ("config.json", SHA, tmp_path)
-    assert meta.ref.revision == SHA
-    assert meta.params == tiny[1]
-    assert meta.weights_sha256 == inspect_model(f"hf:{tiny[0]}").weights_sha256
-    assert inspect_model("hf:org/none@main").params is None
+    hub = Broken()
+    hub.add("org/tiny-gguf", SHA, tmp_path)
+    with pytest.raises(RegistrationError, match="cannot read org/tiny-gguf/tiny.Q8_0.gguf") as info:
+        inspect_model("gguf:org/tiny-gguf/tiny.Q8_0.gguf", hub=hub)
+    assert "ConnectionError: reset by peer" in str(info.value)
+    assert "traceback" not in str(info.value)
 
 
 # --- endpoints and bad refs -----------------------------------------------------------
