@@ -45,7 +45,9 @@ Status = Literal["PENDING", "DONE", "DISPUTED"]
 
 DEFAULT_TOLERANCE = 0.2
 """Share of a task's samples on which an agreeing result may differ from the
-consensus (one of five); chosen from the batch-size measurements in docs/server.md."""
+consensus: one of five, never two. Batch sizes 1/8/16 changed no per-sample score of
+the bundled model on CPU; bfloat16 against float32 flipped one MC1 sample in 40
+(docs/server.md, "Calibrating the tolerance")."""
 
 SAMPLE_EPSILON = 0.01
 """How far apart two scores of one sample may lie and still be the same value.
@@ -53,9 +55,9 @@ SAMPLE_EPSILON = 0.01
 0/1 scores differ by 1 or not at all, so any value below 0.5 treats them alike.
 TruthfulQA-MC2's score is a probability mass computed from log-likelihoods rounded
 to 4 decimals; a change of δ in every log-likelihood moves it by at most δ/2. Runs of
-one model at different batch sizes moved it by less than 1e-4 (docs/server.md);
-0.01 leaves a hundredfold margin for other hardware while two runs that really
-disagree (another answer preferred) differ by far more.
+one model at batch sizes 1, 8 and 16 moved it by at most 3.4e-6; 0.01 absorbs
+log-likelihood differences up to 0.02 and caps how far a runner can shade a sample
+unnoticed (docs/server.md).
 """
 
 _FUZZ = 1e-9
