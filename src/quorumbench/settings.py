@@ -194,6 +194,13 @@ class ServerSettings(BaseSettings):
     agreement_threshold: float = Field(
         0.5, ge=0, le=1, description="Max score spread of agreeing results."
     )
+    sample_tolerance: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Share of a task's samples (0-1) on which an agreeing result may "
+        "differ from the per-sample consensus.",
+    )
     quorum_step: int = Field(2, ge=1, description="Extra results asked for after a dispute.")
     max_rounds: int = Field(3, ge=1, description="Rounds before a task stays DISPUTED.")
     samples_per_task: int = Field(5, ge=1, description="Samples per task (default).")

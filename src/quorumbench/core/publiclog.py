@@ -281,7 +281,11 @@ def check_canaries(entries: Sequence[Mapping[str, Any]]) -> list[Problem]:
     """Re-check every canary verdict in ``entries`` from the entry alone.
 
     A canary's result is stored but never voted (``counted`` false); it passed when it
-    would have joined the agreeing results within the logged threshold.
+    would have joined the agreeing results: its score within the logged threshold of
+    theirs and, when the consensus logs a per-sample ``tolerance`` (and ``epsilon``),
+    its ``sample_scores`` differing from ``sample_consensus`` on at most that share of
+    the samples. Entries logged before the per-sample rule have no tolerance and are
+    checked on scores only.
     """
     problems: list[Problem] = []
     for row in entries:
@@ -289,8 +293,14 @@ def check_canaries(entries: Sequence[Mapping[str, Any]]) -> list[Problem]:
         canary = entry.get("canary")
         if not canary:
             continue
+        consensus = entry["consensus"]
+        tolerance, epsilon = consensus.get("tolerance"), consensus.get("epsilon")
+        if tolerance is not None and not _valid_rule(tolerance, epsilon):
+            where = f"entry {row.get('index')}"
+            problems.append(Problem(where, "its consensus logs an impossible tolerance"))
+            continue
         results = {r["id"]: r for r in entry["results"]}
-        agreeing = [results[i]["score"] for i in entry["consensus"]["agreeing"] if i in results]
+        agreeing = [results[i]["score"] for i in consensus["agreeing"] if i in results]
         for check in canary["checks"]:
             where = f"entry {row.get('index')}, canary result {check.get('result_id')}"
             result = results.get(check["result_id"])
@@ -300,11 +310,30 @@ def check_canaries(entries: Sequence[Mapping[str, Any]]) -> list[Problem]:
                 problems.append(Problem(where, "counted toward consensus"))
             elif not agreeing:
                 problems.append(Problem(where, "its task has no agreeing results"))
-            elif canary_passes(agreeing, result["score"], canary["threshold"]) != check["passed"]:
+            elif (
+                canary_passes(
+                    agreeing,
+                    result["score"],
+                    canary["threshold"],
+                    sample_scores=result.get("sample_scores", ()),
+                    sample_consensus=consensus.get("sample_consensus", ()),
+                    tolerance=tolerance,
+                    epsilon=epsilon,
+                )
+                != check["passed"]
+            ):
                 problems.append(Problem(where, f"logged passed={check['passed']}, recomputed not"))
             elif result["outlier"] == check["passed"]:
                 problems.append(Problem(where, "its outlier mark contradicts the check"))
     return problems
+
+
+def _valid_rule(tolerance: Any, epsilon: Any) -> bool:
+    """Whether a logged per-sample tolerance and epsilon are numbers the rule accepts."""
+    numbers = all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in (tolerance, epsilon)
+    )
+    return numbers and 0 <= tolerance <= 1 and 0 <= epsilon < 0.5
 
 
 def check_consistency_proof(

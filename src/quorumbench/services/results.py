@@ -228,7 +228,7 @@ def submit_result(
         state = _TaskState(lease.task_id, lease.status, lease.task_round, lease.quorum)
         republish: list[int] = []
         if canary:
-            state.status = _finish_canary(ctx, conn, lease, state, result_id, payload.score)
+            state.status = _finish_canary(ctx, conn, lease, state, result_id, payload)
         elif not counted:
             conn.execute(_REOPEN, {"task_id_": state.id})
             republish = [state.id]
@@ -312,6 +312,7 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
         quorum=task.quorum,
         min_agree=settings.quorum,
         threshold=settings.agreement_threshold,
+        tolerance=settings.sample_tolerance,
     )
     if verdict.status == "PENDING":
         return []
@@ -430,15 +431,26 @@ def _finish_canary(
     lease: Any,
     task: _TaskState,
     result_id: int,
-    score: float,
+    payload: ResultPayload,
 ) -> str:
-    """Check a canary result against the settled verdict, then publish the task."""
+    """Check a canary result against the settled verdict, then publish the task.
+
+    The rule is the one the verdict was reached with (its ``tolerance`` and
+    ``epsilon``; a canary settled before the per-sample rule is checked on scores)."""
     canary = dict(lease.canary)
     verdict = verdict_from_dict(canary["verdict"])
     counted = conn.execute(_COUNTED, {"task_id": task.id}).all()
     inside = set(verdict.agreeing)
     agreeing = [r.score for r in counted if r.id in inside]
-    passed = canary_passes(agreeing, score, canary["threshold"])
+    passed = canary_passes(
+        agreeing,
+        payload.score,
+        canary["threshold"],
+        sample_scores=payload.sample_scores,
+        sample_consensus=verdict.sample_consensus,
+        tolerance=verdict.tolerance,
+        epsilon=verdict.epsilon,
+    )
     if not passed:
         conn.execute(_OUTLIERS, {"ids": [result_id]})
     _tally(ctx, conn, {lease.runner_id: (1, 0) if passed else (0, 1)})
@@ -503,11 +515,13 @@ _LEASE_TASK = select(
 """A task with the columns ``_publish_done`` reads (shaped like a ``_LEASE`` row)."""
 
 
+_RULE_FIELDS = ("tolerance", "epsilon")
+"""Verdict fields the public log carries but ``consensus_outcomes`` does not store."""
+
+
 def _record_outcome(conn: Connection, task: _TaskState, verdict: Verdict, now: datetime) -> None:
-    conn.execute(
-        _RECORD,
-        {"task_id": task.id, "round": task.round, **verdict.as_dict(), "decided_at": now},
-    )
+    fields = {k: v for k, v in verdict.as_dict().items() if k not in _RULE_FIELDS}
+    conn.execute(_RECORD, {"task_id": task.id, "round": task.round, **fields, "decided_at": now})
 
 
 def _update_reputation(

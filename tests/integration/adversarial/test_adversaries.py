@@ -6,7 +6,8 @@ runner would send. Honest runners agree on a per-sample answer that depends on t
 task's samples. Then:
 
 * a lazy runner (scores without evaluating) is outvoted, recorded as an outlier and
-  suspended;
+  suspended; in every DONE task, exactly the counted results wrong on two or more
+  samples are outliers (the per-sample rule, not only the score spread);
 * a copying runner finds nothing to copy while a task is open (results are public
   only once it is final), its copies of finished tasks' numbers do not move any
   score, and a replay of another runner's signed submission is refused outright;
@@ -198,6 +199,14 @@ def test_lazy_copying_sybil_and_owner_runners_end_as_designed(world, tmp_path):
             )
             assert sybil <= 1
         assert any(t.status == "DONE" for t in tasks)
+        # sample by sample: no counted result wrong on two or more of a DONE task's six
+        # samples agreed (tolerance 0.2: one may differ), whatever its score
+        for task in tasks:
+            truth = honest_scores({"model": {"id": task.model_id}, "sample_ids": task.sample_ids})
+            for result in session.scalars(select(Result).where(Result.task_id == task.id)):
+                wrong = sum(1 for x, y in zip(result.sample_scores, truth, strict=True) if x != y)
+                if task.status == "DONE" and result.counted:
+                    assert result.outlier == (wrong >= 2), (task.id, result.id, wrong)
     # the owner was never offered its own models
     assert runners["owner"][0].pull() is None
     board = httpx.get(f"{server.url}/v0/leaderboard", params={"benchmark": "arith"}).json()

@@ -292,7 +292,8 @@ def test_three_accounts_reach_done_and_the_leaderboard(world: World) -> None:
 
     statuses = [
         world.submit(r, c, s).task_status
-        for r, c, s in zip(runners, claims, [0.5, 1, 1], strict=True)
+        # 0.995 lies within the per-sample epsilon (0.01) of 1: the same answers
+        for r, c, s in zip(runners, claims, [0.995, 1, 1], strict=True)
     ]
 
     assert statuses == ["PENDING", "PENDING", "DONE"]

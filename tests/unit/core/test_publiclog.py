@@ -179,6 +179,66 @@ def test_canary_verdicts_are_recomputed_from_the_entry():
     assert "not among" in check_canaries([missing])[0].what
 
 
+def _sample_canary_entry(canary_samples, passed: bool, tolerance=0.2, epsilon=0.01) -> dict:
+    """A canary entry of the per-sample rule: three agreeing results, one canary."""
+    truth = [1.0, 1.0, 0.0, 1.0, 0.0]
+    vectors = {1: truth, 2: truth, 3: [1.0, 1.0, 0.0, 1.0, 1.0], 4: list(canary_samples)}
+    results = [
+        {
+            "id": i,
+            "score": sum(v) / len(v),
+            "sample_scores": v,
+            "counted": i != 4,
+            "outlier": i == 4 and not passed,
+        }
+        for i, v in vectors.items()
+    ]
+    consensus = {
+        "status": "DONE",
+        "agreeing": [1, 2, 3],
+        "sample_consensus": truth,
+        "tolerance": tolerance,
+        "epsilon": epsilon,
+    }
+    return {
+        "index": 0,
+        "entry": {
+            "results": results,
+            "consensus": consensus,
+            "canary": {"threshold": 0.5, "checks": [{"result_id": 4, "passed": passed}]},
+        },
+    }
+
+
+def test_canary_verdicts_are_recomputed_sample_by_sample_with_the_logged_tolerance():
+    from quorumbench.core.publiclog import check_canaries
+
+    one_off = [1.0, 1.0, 0.0, 1.0, 1.0]
+    flipped = [0.0, 1.0, 1.0, 1.0, 0.0]  # the consensus score (0.6), two answers flipped
+    assert check_canaries([_sample_canary_entry(one_off, True)]) == []
+    assert check_canaries([_sample_canary_entry(flipped, False)]) == []
+    # logged as passed, but two samples differ: the score rule alone would have agreed
+    assert "recomputed" in check_canaries([_sample_canary_entry(flipped, True)])[0].what
+    assert "recomputed" in check_canaries([_sample_canary_entry(one_off, False)])[0].what
+    # the logged tolerance decides: at 0.4 two of five may differ
+    assert check_canaries([_sample_canary_entry(flipped, True, tolerance=0.4)]) == []
+    # a fractional score within the logged epsilon is the same value
+    close = [1.0, 1.0, 0.004, 1.0, 0.004]
+    assert check_canaries([_sample_canary_entry(close, True)]) == []
+    assert "recomputed" in check_canaries([_sample_canary_entry(close, True, epsilon=0.0)])[0].what
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "epsilon"), [(1.5, 0.01), (-0.1, 0.01), (0.2, 0.5), (0.2, None), ("0.2", 0.01)]
+)
+def test_an_impossible_logged_tolerance_is_reported(tolerance, epsilon):
+    from quorumbench.core.publiclog import check_canaries
+
+    entry = _sample_canary_entry([1.0, 1.0, 0.0, 1.0, 0.0], True, tolerance, epsilon)
+    [problem] = check_canaries([entry])
+    assert "impossible tolerance" in problem.what
+
+
 # --- key rotations ------------------------------------------------------------------
 
 
