@@ -472,6 +472,10 @@ def build_runner(
         datasets_dir=settings.datasets_dir,
         options=BackendOptions(
             device=settings.device,
+            # Every runner computes in float32, whatever its device: results are
+            # compared sample by sample, and a GPU in bfloat16 and a CPU in float32
+            # disagree on many generated answers (docs/server.md, "Calibrating").
+            dtype="float32",
             cache_dir=settings.cache_dir,
             api_key=settings.openai_api_key,
             allow_pickle=settings.allow_pickle,
