@@ -2,9 +2,10 @@
 
 A run's raw outputs are not what independent runners should compare: the same
 weights give log-likelihoods that differ in their last rounded digit between batch
-sizes (a padded batch adds up in another order) or between the transformers and GGUF
-paths, so ``outputs_sha256`` differs while every answer is the same. What the model
-*answered* does not differ. That answer, one per sample, is the canonical prediction:
+sizes (a padded batch adds up in another order; even the batch that first filled a
+backend's cache of the shared primer matters), so ``outputs_sha256`` differs while
+every answer is the same. What the model *answered* does not differ. That answer, one
+per sample, is the canonical prediction:
 
 * a ``choice`` benchmark: the index of the chosen option, an ``int`` (the option with
   the highest rounded log-likelihood, the first on a tie, or the letter the model

@@ -45,7 +45,7 @@ def test_predictions_are_stored_shown_and_logged(api, people, ctx):
     register(api, people, hub_ref(71))
     leases = {who: pull(api, people, who).json() for who in ("r1", "r2", "r3")}
     n = leases["r1"]["task"]["n_samples"]
-    predictions = {"r1": [0] * n, "r2": [0] * n, "r3": ["é"] + [None] * (n - 1)}
+    predictions = {"r1": [0] * n, "r2": [0] * n, "r3": ["é\x00\n"] + [None] * (n - 1)}
     for who, lease in leases.items():
         body = with_predictions(payload(lease, 0.5), predictions[who])
         answer = post(api, people, who, lease, body)
