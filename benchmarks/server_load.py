@@ -66,7 +66,7 @@ from rich.text import Text
 from sqlalchemy import create_engine, delete, func, insert, select, text, update
 from sqlalchemy.engine import Engine, make_url
 
-from quorumbench.core.canonical import sha256_hex
+from quorumbench.core.canonical import predictions_digest, sha256_hex
 from quorumbench.core.signing import message_for_task, result_digest
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -854,6 +854,8 @@ def fixed_answer(lease: dict[str, Any], key: SigningKey, pull_next: bool = False
         "sample_scores": scores,
         "sample_output_hashes": hashes,
         "outputs_sha256": hashlib.sha256("".join(hashes).encode()).hexdigest(),
+        "sample_predictions": [int(s) for s in scores],
+        "predictions_sha256": predictions_digest(int(s) for s in scores),
         "runtime_s": 0.0,
         "hardware": {"simulated": True},
     }

@@ -36,6 +36,7 @@ def results_table(result: RunResult) -> Table:
         "samples": f"{result.n}  ({correct} correct, seed {result.sampling['seed']!r})",
         "runtime": f"{result.runtime_s:.2f} s  ({result.samples_per_s:.2f} samples/s)",
         "tokens/s": f"{result.tokens_per_s:.1f}",
+        "predictions sha256": result.predictions_sha256,
         "outputs sha256": result.outputs_sha256,
     }
     for key, value in rows.items():

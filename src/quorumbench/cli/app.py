@@ -435,7 +435,8 @@ def verify_command(
     console.print(
         f"log size {report.size}: {report.entries} entries, {report.heads_checked} tree "
         f"head(s), {report.rows_compared} leaderboard rows, {report.signatures_checked} "
-        f"runner signatures and the sample ids of {report.samples_checked} tasks checked"
+        f"runner signatures, {report.predictions_checked} predictions digests and the "
+        f"sample ids of {report.samples_checked} tasks checked"
     )
     if report.key_rotations:
         console.print(
@@ -444,6 +445,11 @@ def verify_command(
         )
     if report.unsigned_results:
         console.print(f"{report.unsigned_results} result(s) in the log carry no signature")
+    if report.results_without_predictions:
+        console.print(
+            f"{report.results_without_predictions} result(s) in the log predate predictions "
+            "(no predictions digest to check)"
+        )
     for reason, count in sorted(report.samples_unchecked.items()):
         console.print(f"sample ids not re-derived for {count} task(s): {escape(reason)}")
     for problem in report.problems:

@@ -3,8 +3,9 @@
 It downloads the signing key, the newest tree head and every entry, then checks,
 from the entries alone: each head's Ed25519 signature, each entry's leaf, the root,
 every head it saw on earlier runs (same size, same root; the log never shrinks; the
-served consistency proof holds), a served inclusion proof, and the leaderboard,
-recomputed from the DONE entries and compared row by row with the server's. What
+served consistency proof holds), a served inclusion proof, each result's runner
+signature and predictions digest, and the leaderboard, recomputed from the DONE
+entries and compared row by row with the server's. What
 it saw is kept in a state file for the next run (the key is pinned on first use, and
 a later key is accepted only through rotations signed by the key before it).
 """
@@ -35,6 +36,7 @@ from quorumbench.core.publiclog import (
     check_consistency_proof,
     check_key_chain,
     check_log,
+    check_result_predictions,
     check_result_signatures,
     entry_leaf,
     leaderboard_from_log,
@@ -59,6 +61,10 @@ class Report:
     rows_compared: int = 0
     signatures_checked: int = 0
     unsigned_results: int = 0
+    predictions_checked: int = 0
+    """Results whose ``predictions_sha256`` was recomputed from their predictions."""
+    results_without_predictions: int = 0
+    """Results submitted before results carried their predictions."""
     samples_checked: int = 0
     key_rotations: int = 0
     """Rotations of the log's key followed (each signed by the old and the new key)."""
@@ -176,10 +182,12 @@ def _verify(
     _check_samples(server, entries, report, datasets_dir)
     problems, report.unsigned_results = check_result_signatures(entries, _runner_signature_holds)
     report.problems += problems
+    problems, report.results_without_predictions = check_result_predictions(entries)
+    report.problems += problems
     report.problems += check_canaries(entries)
-    report.signatures_checked = (
-        sum(len(row["entry"]["results"]) for row in entries) - report.unsigned_results
-    )
+    n_results = sum(len(row["entry"]["results"]) for row in entries)
+    report.signatures_checked = n_results - report.unsigned_results
+    report.predictions_checked = n_results - report.results_without_predictions
     if not any(p.where.startswith("log key") for p in report.problems):
         state_file.parent.mkdir(parents=True, exist_ok=True)
         heads = [h for h in seen if h["size"] != head["size"]] + [head]

@@ -35,3 +35,13 @@ def outputs_digest(entries: Iterable[tuple[str, str]]) -> str:
     """
     text = "".join(f"{sample_id}\t{digest}\n" for sample_id, digest in entries)
     return sha256_hex(text)
+
+
+def predictions_digest(predictions: Iterable[int | str | None]) -> str:
+    """Digest of a run's ordered per-sample predictions.
+
+    It is the SHA-256 of the canonical JSON of the list, e.g. ``[0,2,null]`` or
+    ``["18","-3",null]`` (``quorumbench.evaluation.predictions`` says what each
+    benchmark kind's prediction is).
+    """
+    return sha256_hex(canonical_json(list(predictions)))

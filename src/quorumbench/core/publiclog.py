@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from quorumbench.core.canonical import canonical_json, sha256_hex
+from quorumbench.core.canonical import canonical_json, predictions_digest, sha256_hex
 from quorumbench.core.consensus import canary_passes
 from quorumbench.core.leaderboard import Accumulator, interval
 from quorumbench.core.merkle import (
@@ -24,7 +24,7 @@ from quorumbench.core.merkle import (
     root,
     verify_consistency,
 )
-from quorumbench.core.signing import result_digest, result_message
+from quorumbench.core.signing import PREDICTION_FIELDS, result_digest, result_message
 
 LOG_NAME = "quorumbench-log/v1"
 PAYLOAD_FIELDS = (
@@ -37,7 +37,9 @@ PAYLOAD_FIELDS = (
     "hardware",
     "model_revision",
 )
-"""A result's submitted fields besides the task's id and sample ids (in every entry)."""
+"""A result's submitted fields besides the task's id and sample ids (in every entry).
+``PREDICTION_FIELDS`` (``core/signing.py``) are submitted too, and are in a result's
+entry when it has them (every result submitted since migration 0010)."""
 
 
 def entry_leaf(entry: Mapping[str, Any]) -> bytes:
@@ -256,6 +258,7 @@ def check_result_signatures(
                 "task_id": task["id"],
                 "sample_ids": task["sample_ids"],
                 **{name: result[name] for name in PAYLOAD_FIELDS},
+                **{name: result[name] for name in PREDICTION_FIELDS if name in result},
             }
             digest = result_digest(payload)
             if digest != result["payload_sha256"]:
@@ -275,6 +278,35 @@ def check_result_signatures(
             if not verify(message, sig["value"], sig["public_key"]):
                 problems.append(Problem(where, "the runner's signature does not verify"))
     return problems, unsigned
+
+
+def check_result_predictions(entries: Sequence[Mapping[str, Any]]) -> tuple[list[Problem], int]:
+    """Recompute each result's ``predictions_sha256`` from its logged
+    ``sample_predictions``; (problems, results logged without predictions).
+
+    Results submitted before predictions existed have neither field and are counted,
+    not reported. A result's prediction count must be its ``n``.
+    """
+    problems: list[Problem] = []
+    without = 0
+    for row in entries:
+        for result in row["entry"]["results"]:
+            where = f"entry {row.get('index')}, result {result.get('id')}"
+            present = [name for name in PREDICTION_FIELDS if name in result]
+            if not present:
+                without += 1
+                continue
+            if len(present) != len(PREDICTION_FIELDS):
+                problems.append(Problem(where, f"has {present[0]} alone"))
+                continue
+            predictions = result["sample_predictions"]
+            if not isinstance(predictions, list) or len(predictions) != result.get("n"):
+                problems.append(Problem(where, "does not have one prediction per sample"))
+            elif predictions_digest(predictions) != result["predictions_sha256"]:
+                problems.append(
+                    Problem(where, "its sample_predictions do not hash to its predictions_sha256")
+                )
+    return problems, without
 
 
 def check_canaries(entries: Sequence[Mapping[str, Any]]) -> list[Problem]:

@@ -15,6 +15,10 @@ from typing import Any
 from quorumbench.core.canonical import canonical_json, sha256_hex
 
 RESULT_SIGNATURE_CONTEXT = "quorumbench-result/v1"
+PREDICTION_FIELDS = ("sample_predictions", "predictions_sha256")
+"""Result fields added after the first signed results (migration 0010): part of the
+digest when present, left out of it when absent or null, so results signed before
+them still verify."""
 
 
 def result_message(
@@ -70,9 +74,10 @@ def result_digest(result: Mapping[str, Any]) -> str:
     The server parses a submission (``services.results.ResultPayload``) and hashes what
     it parsed; a runner hashes what it sends. Typing the fields the same way here (a
     score of ``1`` is ``1.0``, absent optional fields get their defaults) makes the
-    two agree byte for byte.
+    two agree byte for byte. The :data:`PREDICTION_FIELDS` are hashed only when they
+    are there (not null), so a result signed without them keeps its digest.
     """
-    normal = dict(result)
+    normal = {k: v for k, v in result.items() if not (k in PREDICTION_FIELDS and v is None)}
     normal["task_id"] = int(normal["task_id"])
     normal["n"] = int(normal["n"])
     normal["score"] = float(normal["score"])

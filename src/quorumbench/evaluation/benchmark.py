@@ -56,6 +56,10 @@ class Scored:
     """How one output scored: the extracted prediction, correctness and score."""
 
     prediction: str | None
+    """What the model answered: for a ``choice`` benchmark the chosen option's index as a
+    decimal string (``"0"``), for a ``generate`` benchmark the extracted answer; None when
+    there is none. The engine turns it into the run's canonical prediction
+    (``evaluation/predictions.py``), which runners compare through its digest."""
     correct: bool
     score: float
 

@@ -23,6 +23,7 @@ from quorumbench.evaluation.backend import (
 )
 from quorumbench.evaluation.benchmark import Benchmark, PromptStyle, Sample
 from quorumbench.evaluation.environment import hardware, library_versions
+from quorumbench.evaluation.predictions import canonical_prediction, predictions_digest
 from quorumbench.evaluation.results import RunResult, SampleResult, label_slices
 
 LOGLIKELIHOOD_DECIMALS = 4
@@ -135,8 +136,10 @@ def evaluate(
     results = _run_requests(benchmark, backend, requests, config.batch_size, progress)
     runtime = time.perf_counter() - t0
     rows = []
+    predictions = []
     for sample, request, result in zip(samples, requests, results, strict=True):
         scored = benchmark.score(sample, result)
+        predictions.append(canonical_prediction(benchmark.kind, scored))
         raw = output_text(result)
         rows.append(
             SampleResult(
@@ -181,6 +184,8 @@ def evaluate(
         runtime_s=runtime,
         tokens=sum(r.n_tokens for r in rows),
         outputs_sha256=outputs_digest((r.id, r.output_sha256) for r in rows),
+        predictions_sha256=predictions_digest(predictions),
+        sample_predictions=predictions,
         samples=rows,
         environment={
             "hardware": hardware(),

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from quorumbench.core.scoring import Aggregate
+from quorumbench.evaluation.predictions import Prediction
 
 SCHEMA = "quorumbench.eval-result/v1"
 
@@ -52,6 +53,10 @@ class RunResult:
     runtime_s: float
     tokens: int
     outputs_sha256: str
+    predictions_sha256: str
+    """Digest of ``sample_predictions`` (the same for any batch size or backend path)."""
+    sample_predictions: Sequence[Prediction]
+    """Canonical prediction per sample, in sampling order (evaluation/predictions.py)."""
     samples: Sequence[SampleResult]
     environment: dict[str, Any]
     started_at: str
@@ -89,6 +94,8 @@ class RunResult:
             "tokens_per_s": round(self.tokens_per_s, 2),
             "samples_per_s": round(self.samples_per_s, 4),
             "outputs_sha256": self.outputs_sha256,
+            "predictions_sha256": self.predictions_sha256,
+            "sample_predictions": list(self.sample_predictions),
             "started_at": self.started_at,
             "environment": self.environment,
             "slices": [asdict(s) for s in self.slices],

@@ -154,6 +154,8 @@ def result_payload(task_id: int, result: RunResult) -> dict[str, Any]:
         "sample_scores": [s.score for s in result.samples],
         "sample_output_hashes": [s.output_sha256 for s in result.samples],
         "outputs_sha256": result.outputs_sha256,
+        "sample_predictions": list(result.sample_predictions),
+        "predictions_sha256": result.predictions_sha256,
         "runtime_s": round(result.runtime_s, 3),
         "hardware": {**result.environment, "device": result.model.get("device")},
         "model_revision": result.model.get("revision"),

@@ -198,6 +198,8 @@ _RESULTS = (
         Result.submitted_at,
         Result.n,
         Result.sample_output_hashes,
+        Result.sample_predictions,
+        Result.predictions_sha256,
         Result.runtime_s,
         Result.hardware,
         Result.model_revision,
@@ -250,6 +252,16 @@ def log_entry(
                 "submitted_at": r.submitted_at.isoformat(),
                 "n": r.n,
                 "sample_output_hashes": r.sample_output_hashes,
+                # Results submitted before predictions existed have neither (and were
+                # signed without them), so their entries leave both out.
+                **(
+                    {}
+                    if r.predictions_sha256 is None
+                    else {
+                        "sample_predictions": r.sample_predictions,
+                        "predictions_sha256": r.predictions_sha256,
+                    }
+                ),
                 "runtime_s": r.runtime_s,
                 "hardware": r.hardware,
                 "model_revision": r.model_revision,

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from sqlalchemy import Connection, Integer, bindparam, exists, func, insert, select, update
 
+from quorumbench.core.canonical import predictions_digest
 from quorumbench.core.consensus import (
     Verdict,
     Vote,
@@ -70,6 +71,11 @@ class ResultPayload(BaseModel):
     runtime_s: float = Field(ge=0)
     hardware: dict[str, Any] = Field(default_factory=dict)
     model_revision: str | None = None
+    sample_predictions: list[StrictInt | StrictStr | None] | None = None
+    """The canonical prediction per sample (``evaluation/predictions.py``). Optional in
+    the schema only so that an older runner's result gets :func:`_validate`'s message
+    naming the upgrade: a result without it is refused."""
+    predictions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
     def digest(self) -> str:
         return result_digest(self.model_dump(mode="json"))
@@ -99,8 +105,27 @@ def _validate(payload: ResultPayload, task: Any) -> None:
         problems.append("sample scores must lie in [0, 1]")
     elif abs(sum(payload.sample_scores) / payload.n - payload.score) > 1e-6:
         problems.append("score is not the mean of sample_scores")
+    problems += _prediction_problems(payload)
     if problems:
         raise InvalidSubmissionError("; ".join(problems))
+
+
+def _prediction_problems(payload: ResultPayload) -> list[str]:
+    predictions, digest = payload.sample_predictions, payload.predictions_sha256
+    if (predictions is None) != (digest is None):
+        missing = "sample_predictions" if predictions is None else "predictions_sha256"
+        return [f"{missing} is missing (sample_predictions and predictions_sha256 go together)"]
+    if predictions is None or digest is None:
+        return [
+            "the result has no sample_predictions and predictions_sha256: the runner is "
+            "older than this server, which requires them; upgrade quorumbench on the runner "
+            "(pip install -U quorumbench)"
+        ]
+    if len(predictions) != payload.n:
+        return [f"sample_predictions has {len(predictions)} entries, the result has n={payload.n}"]
+    if predictions_digest(predictions) != digest:
+        return ["predictions_sha256 is not the SHA-256 of the canonical JSON of sample_predictions"]
+    return []
 
 
 _LEASE = (
@@ -212,6 +237,8 @@ def submit_result(
                 "outputs_sha256": payload.outputs_sha256,
                 "sample_scores": payload.sample_scores,
                 "sample_output_hashes": payload.sample_output_hashes,
+                "predictions_sha256": payload.predictions_sha256,
+                "sample_predictions": payload.sample_predictions,
                 "runtime_s": payload.runtime_s,
                 "hardware": payload.hardware,
                 "payload_sha256": digest,

@@ -43,6 +43,7 @@ def _task_dict(
                 "runner_id": r.runner_id,
                 "score": r.score,
                 "outputs_sha256": r.outputs_sha256,
+                "predictions_sha256": r.predictions_sha256,
                 "sample_scores": r.sample_scores,
                 "runtime_s": r.runtime_s,
                 "counted": r.counted,

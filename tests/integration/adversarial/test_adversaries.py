@@ -35,6 +35,7 @@ from sqlalchemy import func, select
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.verify_cmd import verify
+from quorumbench.core.canonical import predictions_digest
 from quorumbench.db.models import Result, Runner, Task
 from quorumbench.errors import PermissionDeniedError
 from quorumbench.runner.client import Lease, ServerClient
@@ -68,6 +69,8 @@ def payload(lease: Lease, scores: list[float]) -> dict[str, Any]:
         "sample_scores": scores,
         "sample_output_hashes": hashes,
         "outputs_sha256": hashlib.sha256("".join(hashes).encode()).hexdigest(),
+        "sample_predictions": [str(x) for x in scores],
+        "predictions_sha256": predictions_digest(str(x) for x in scores),
         "runtime_s": 0.0,
     }
 

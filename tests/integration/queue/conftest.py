@@ -27,6 +27,7 @@ import redis
 from psycopg import sql as pgsql
 from sqlalchemy import func, select
 
+from quorumbench.core.canonical import predictions_digest
 from quorumbench.db.engine import Database, connect
 from quorumbench.db.migrate import upgrade
 from quorumbench.db.models import (
@@ -222,6 +223,8 @@ class World:
             sample_scores=scores,
             sample_output_hashes=[hashlib.sha256(str(s).encode()).hexdigest() for s in scores],
             outputs_sha256="ab" * 32,
+            sample_predictions=[str(s) for s in scores],
+            predictions_sha256=predictions_digest(str(s) for s in scores),
             runtime_s=1.5,
             hardware={"cpu": "test"},
         )

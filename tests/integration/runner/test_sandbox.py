@@ -399,7 +399,15 @@ def test_the_bundled_model_scores_the_same_inside_and_outside(smollm2_backend, m
         assert outcome.status == "submitted", outcome
         payloads.append(client.submitted[0])
     inside, outside = payloads
-    for key in ("sample_ids", "sample_scores", "sample_output_hashes", "outputs_sha256", "score"):
+    for key in (
+        "sample_ids",
+        "sample_scores",
+        "sample_output_hashes",
+        "outputs_sha256",
+        "sample_predictions",
+        "predictions_sha256",
+        "score",
+    ):
         assert inside[key] == outside[key], key
 
 

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from quorumbench.api.app import create_app
+from quorumbench.core.canonical import predictions_digest
 from quorumbench.db.models import Result
 from quorumbench.services.scheduler import tick
 
@@ -42,6 +43,8 @@ def payload(lease, score_per_sample):
             "sample_scores": scores,
             "sample_output_hashes": ["0" * 64] * task["n_samples"],
             "outputs_sha256": "a" * 64,
+            "sample_predictions": [0] * task["n_samples"],
+            "predictions_sha256": predictions_digest([0] * task["n_samples"]),
             "runtime_s": 1.5,
             "hardware": {"cpu_count": 2},
         },

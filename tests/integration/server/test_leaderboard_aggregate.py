@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, select, update
 
+from quorumbench.core.canonical import predictions_digest
 from quorumbench.core.leaderboard import Interval, weighted_aggregate
 from quorumbench.db.engine import connect
 from quorumbench.db.migrate import downgrade, upgrade
@@ -180,6 +181,8 @@ class Scene:
             sample_scores=samples,
             sample_output_hashes=["0" * 64] * len(samples),
             outputs_sha256="ab" * 32,
+            sample_predictions=[str(x) for x in samples],
+            predictions_sha256=predictions_digest(str(x) for x in samples),
             runtime_s=1.0,
         )
         return [

@@ -21,6 +21,7 @@ from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.app import app as cli
 from quorumbench.cli.verify_cmd import verify
+from quorumbench.core.canonical import predictions_digest
 from quorumbench.core.merkle import root, verify_consistency, verify_inclusion
 from quorumbench.core.publiclog import entry_leaf, head_message
 from quorumbench.db.models import LeaderboardEntry, LogEntry, TreeHead
@@ -60,6 +61,8 @@ def finalize(
                 "sample_scores": [score] * task["n_samples"],
                 "sample_output_hashes": ["0" * 64] * task["n_samples"],
                 "outputs_sha256": "a" * 64,
+                "sample_predictions": [0] * task["n_samples"],
+                "predictions_sha256": predictions_digest([0] * task["n_samples"]),
                 "runtime_s": 1.0,
             }
             body = {
@@ -230,3 +233,77 @@ def test_verify_reports_a_result_whose_score_was_changed_after_it_was_signed(
     found = [str(p) for p in verify(server.url, tmp_path / "s.json", Console()).problems]
     result_id = forged["results"][1]["id"]
     assert f"entry 0, result {result_id}: its fields do not hash to its payload_sha256" in found
+
+
+def _rewrite_entry(ctx, change) -> dict:
+    """An operator holding the log key rewrites entry 0 and re-signs its tree head."""
+    signer = publiclog.signer_for(ctx)
+    with ctx.db.write_connection() as conn:
+        row = conn.execute(select(LogEntry)).one()
+        forged = json.loads(json.dumps(row.entry))
+        change(forged)
+        leaf = entry_leaf(forged)
+        conn.execute(update(LogEntry).values(entry=forged, leaf_hash=leaf.hex()))
+        head = conn.execute(select(TreeHead).where(TreeHead.size == 1)).one()
+        root_hex = root([leaf]).hex()
+        message = head_message(1, root_hex, head.timestamp, head.key_id)
+        conn.execute(
+            update(TreeHead)
+            .where(TreeHead.size == 1)
+            .values(root=root_hex, signature=signer.sign(message))
+        )
+    return forged
+
+
+def test_verify_recomputes_each_results_predictions_digest(server, people, ctx, tmp_path):
+    finalize(server, people, 1)
+    honest = verify(server.url, tmp_path / "p.json", Console())
+    assert honest.problems == [] and honest.predictions_checked == 3
+    assert honest.results_without_predictions == 0
+
+    def doctor(entry):
+        entry["results"][2]["sample_predictions"][0] = 1
+
+    forged = _rewrite_entry(ctx, doctor)
+    found = [str(p) for p in verify(server.url, tmp_path / "q.json", Console()).problems]
+    where = f"entry 0, result {forged['results'][2]['id']}"
+    assert found == [
+        f"{where}: its fields do not hash to its payload_sha256",
+        f"{where}: its sample_predictions do not hash to its predictions_sha256",
+    ]
+    result = CliRunner().invoke(
+        cli, ["verify", "--server", server.url, "--state", str(tmp_path / "r.json")]
+    )
+    assert result.exit_code == 1
+    assert "3 runner signatures, 3 predictions digests" in result.output
+    assert "do not hash to its predictions_sha256" in result.output
+
+
+def test_results_stored_without_predictions_are_logged_without_them(server, people, ctx):
+    # Results stored before results carried predictions have null columns, and were
+    # signed without them: their entries leave both out (that such a signature still
+    # verifies: tests/unit/core/test_publiclog_results.py). Nulling the predictions of a
+    # newer result, signed with them, breaks its signature.
+    from quorumbench.cli.verify_cmd import _runner_signature_holds
+    from quorumbench.core.consensus import verdict_from_dict
+    from quorumbench.core.publiclog import check_result_predictions, check_result_signatures
+    from quorumbench.db.models import Result
+
+    finalize(server, people, 1)
+    with ctx.db.write_connection() as conn:
+        logged = conn.execute(select(LogEntry.entry, LogEntry.task_id)).one()
+        first = logged.entry["results"][0]["id"]
+        conn.execute(
+            update(Result)
+            .where(Result.id == first)
+            .values(sample_predictions=None, predictions_sha256=None)
+        )
+        verdict = verdict_from_dict(logged.entry["consensus"])
+        entry = publiclog.log_entry(conn, logged.task_id, 1, verdict, ctx.now())
+    assert "sample_predictions" not in entry["results"][0]
+    assert "predictions_sha256" not in entry["results"][0]
+    assert "sample_predictions" in entry["results"][1]
+    rows = [{"index": 0, "entry": entry}]
+    assert check_result_predictions(rows) == ([], 1)
+    problems, _ = check_result_signatures(rows, _runner_signature_holds)
+    assert [p.where for p in problems] == [f"entry 0, result {first}"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from quorumbench.core.canonical import predictions_digest
 from quorumbench.db.models import Benchmark, Epoch, Lease, Model, Runner, Task
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.queue.base import Claimant
@@ -199,6 +200,8 @@ class Seed:
                 sample_scores=samples,
                 sample_output_hashes=["0" * 64] * len(samples),
                 outputs_sha256="ab" * 32,
+                sample_predictions=[str(x) for x in samples],
+                predictions_sha256=predictions_digest(str(x) for x in samples),
                 runtime_s=1.0,
             )
             status = submit_result(self.ctx, voter, lease_id, 1, payload).task_status

@@ -1,4 +1,6 @@
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +84,8 @@ def test_json_has_the_documented_keys(arith):
         "score",
         "n",
         "outputs_sha256",
+        "predictions_sha256",
+        "sample_predictions",
         "samples",
         "runtime_s",
         "tokens_per_s",
@@ -103,6 +107,17 @@ def test_json_has_the_documented_keys(arith):
     assert doc["benchmark"]["dataset_sha256"] == arith.dataset_sha256
     assert doc["sampling"] == {"scheme": "qb-sample-v1", "seed": "j", "n": 2}
     assert "python" in doc["environment"]["libraries"]
+
+
+def test_every_key_of_the_result_file_is_documented(arith):
+    docs = Path(__file__).resolve().parents[3] / "docs" / "results-format.md"
+    text = docs.read_text()
+    top, sample = text.split("Each entry of `samples`:")
+    documented = set(re.findall(r"^\| `(\w+)` \|", top, flags=re.M))
+    documented_sample = set(re.findall(r"^\| `(\w+)` \|", sample, flags=re.M))
+    doc = evaluate(arith, MockBackend(lambda p: "#### 3"), EvalConfig(n=1)).to_json()
+    assert set(doc) == documented
+    assert set(doc["samples"][0]) == documented_sample
 
 
 def test_selected_samples_follow_sampling(arith):

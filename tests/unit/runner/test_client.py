@@ -372,3 +372,32 @@ def test_a_refused_signature_is_a_signature_error():
     client = make_client(lambda r: problem(422, "invalid-signature", "key … was revoked"))
     with pytest.raises(SignatureError):
         client.submit(a_lease(), {"task_id": 7})
+
+
+def test_a_submission_carries_predictions_the_server_reads_back_to_the_same_digests():
+    from quorumbench.core.canonical import predictions_digest
+    from quorumbench.core.signing import result_digest
+    from quorumbench.runner.client import encode_submission
+    from quorumbench.services.results import ResultPayload, _prediction_problems
+
+    predictions = ["café", None, "-3", "1e5"]
+    payload = {
+        "task_id": 7,
+        "score": 0.25,
+        "n": 4,
+        "sample_ids": ["a", "b", "c", "d"],
+        "sample_scores": [1.0, 0.0, 0.0, 0.0],
+        "sample_output_hashes": ["0" * 64] * 4,
+        "outputs_sha256": "a" * 64,
+        "sample_predictions": predictions,
+        "predictions_sha256": predictions_digest(predictions),
+        "runtime_s": 1.0,
+        "hardware": {},
+        "model_revision": None,
+    }
+    lease = Lease(3, 1, datetime.now(UTC), TASK, 60.0)
+    body = json.loads(encode_submission(lease, payload, {"key_id": "k", "signed_at": "t"}))
+    parsed = ResultPayload(**body["result"])
+    assert parsed.sample_predictions == predictions
+    assert parsed.digest() == result_digest(payload)
+    assert _prediction_problems(parsed) == []

@@ -490,6 +490,8 @@ def test_result_payload_maps_the_run(arith):
     assert payload["sample_scores"] == [s.score for s in result.samples]
     assert payload["sample_output_hashes"] == [s.output_sha256 for s in result.samples]
     assert payload["outputs_sha256"] == result.outputs_sha256
+    assert payload["sample_predictions"] == ["1", "1"]
+    assert payload["predictions_sha256"] == result.predictions_sha256
 
 
 @pytest.fixture

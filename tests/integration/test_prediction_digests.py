@@ -1,0 +1,70 @@
+"""The predictions digest of the real SmolLM2-135M does not depend on the batch size or
+on the backend path (transformers directory, or the GGUF file converted through the
+cache), while the raw-output digest depends on the batch size.
+
+Twenty TruthfulQA-MC1 items, evaluated four times (transformers at batch sizes 1, 8
+and 16, the ``gguf:`` path at 16); the runs are shared by the tests of this module.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from quorumbench.backends import BackendOptions, load_backend
+from quorumbench.benchmarks import load_benchmark
+from quorumbench.core.canonical import predictions_digest
+from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.engine import EvalConfig, evaluate
+
+pytestmark = [pytest.mark.model, pytest.mark.data, pytest.mark.slow]
+
+N = 20
+SEED = "digest"
+
+
+@pytest.fixture(scope="module")
+def runs(smollm2_backend, smollm2_gguf, model_cache_dir, datasets_dir):
+    """(path, batch size) -> the run of the same 20 items."""
+    bench = load_benchmark("truthfulqa-mc1", BenchmarkContext(datasets_dir))
+    out = {
+        ("hf", size): evaluate(bench, smollm2_backend, EvalConfig(n=N, seed=SEED, batch_size=size))
+        for size in (1, 8, 16)
+    }
+    gguf = load_backend(
+        f"gguf:{smollm2_gguf}", BackendOptions(device="cpu", cache_dir=model_cache_dir)
+    )
+    try:
+        assert gguf.info.backend == "gguf"
+        out[("gguf", 16)] = evaluate(bench, gguf, EvalConfig(n=N, seed=SEED, batch_size=16))
+    finally:
+        gguf.close()
+    return out
+
+
+def test_predictions_digest_is_the_same_for_every_batch_size_and_path(runs):
+    first = runs[("hf", 1)]
+    assert first.n == N
+    assert all(isinstance(p, int) for p in first.sample_predictions)
+    assert first.predictions_sha256 == predictions_digest(first.sample_predictions)
+    for key, run in runs.items():
+        assert [s.id for s in run.samples] == [s.id for s in first.samples], key
+        assert run.sample_predictions == first.sample_predictions, key
+        assert run.predictions_sha256 == first.predictions_sha256, key
+        assert [s.score for s in run.samples] == [s.score for s in first.samples], key
+
+
+def test_raw_outputs_digest_differs_between_batch_sizes_while_predictions_do_not(runs):
+    # Observed on CPU: some log-likelihoods differ in their 4th decimal between batch
+    # shapes (e.g. -36.2613 at 1, -36.2612 at 8), and all three outputs digests differ.
+    # (They even depend on the batch size that first filled the backend's cache of the
+    # shared primer, so the GGUF run at 16 need not match the transformers one at 16.)
+    outputs = {size: runs[("hf", size)].outputs_sha256 for size in (1, 8, 16)}
+    assert len(set(outputs.values())) > 1, outputs
+    differing = [
+        a.id
+        for a, b in zip(runs[("hf", 1)].samples, runs[("hf", 16)].samples, strict=True)
+        if a.output != b.output
+    ]
+    assert differing  # the raw outputs of some items differ...
+    predictions = {size: runs[("hf", size)].predictions_sha256 for size in (1, 8, 16)}
+    assert len(set(predictions.values())) == 1  # ...and no prediction does
