@@ -17,7 +17,8 @@ Scores and interval ends are compared rounded to :data:`SCORE_DIGITS` decimals (
 sums of the same per-sample values can differ in their last bit); rounding all of them
 alike keeps ``best ≤ rank ≤ worst`` whenever every interval holds its score. The rank depends on the
 board alone: sorting, filtering and paging a view of it never change it. Ranks are
-computed from sorted columns by bisection (:class:`Standings`), O(log N) per model.
+computed from the board's sorted columns by bisection (:class:`Standings`): O(N log N)
+once per board, then O(log N) per model.
 """
 
 from __future__ import annotations
@@ -44,12 +45,12 @@ class Rank(NamedTuple):
 
 @dataclass(frozen=True)
 class Standings:
-    """A board's scores and interval ends, each sorted ascending."""
+    """A board's scores and interval ends, each sorted ascending (and so by
+    :func:`rank_key` too, which is monotone)."""
 
     scores: tuple[float, ...]
     lows: tuple[float, ...]
     highs: tuple[float, ...]
-    """(:func:`rank_key` of each)"""
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -58,22 +59,19 @@ class Standings:
         """The rank of a model of this board with ``score`` in [``low``, ``high``]."""
         n = len(self.scores)
         return Rank(
-            1 + n - bisect_right(self.scores, rank_key(score)),
-            1 + n - bisect_right(self.lows, rank_key(high)),
-            n - bisect_left(self.highs, rank_key(low)),
+            1 + n - bisect_right(self.scores, rank_key(score), key=rank_key),
+            1 + n - bisect_right(self.lows, rank_key(high), key=rank_key),
+            n - bisect_left(self.highs, rank_key(low), key=rank_key),
         )
 
 
 def standings(rows: Iterable[tuple[float, float, float]]) -> Standings:
     """The standings of a board from its (score, low, high) rows, in any order."""
-    scores: list[float] = []
-    lows: list[float] = []
-    highs: list[float] = []
-    for score, low, high in rows:
-        scores.append(rank_key(score))
-        lows.append(rank_key(low))
-        highs.append(rank_key(high))
-    return Standings(tuple(sorted(scores)), tuple(sorted(lows)), tuple(sorted(highs)))
+    columns = list(zip(*rows, strict=True))
+    if not columns:
+        return Standings((), (), ())
+    scores, lows, highs = (tuple(sorted(column)) for column in columns)
+    return Standings(scores, lows, highs)
 
 
 def ranks(rows: Sequence[tuple[float, float, float]]) -> list[Rank]:

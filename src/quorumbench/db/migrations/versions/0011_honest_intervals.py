@@ -64,8 +64,26 @@ _BENCHMARKS = sa.table(
 )
 
 
+_SCORE_INDEXES = (
+    # (table, index, leading column): the columns after it were (score) and
+    # (score, model_id) before, and are (score, model_id, ci_low, ci_high) now
+    ("leaderboard_entries", "ix_leaderboard_benchmark_score", "benchmark_id", ["score"]),
+    (
+        "leaderboard_aggregates",
+        "ix_leaderboard_aggregates_score",
+        "complete",
+        ["score", "model_id"],
+    ),
+)
+_COVERING = ["score", "model_id", "ci_low", "ci_high"]
+
+
 def upgrade() -> None:
     """Upgrade schema."""
+    for table, index, leading, _ in _SCORE_INDEXES:
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.drop_index(index)
+            batch_op.create_index(index, [leading, *_COVERING], unique=False)
     if not op.get_context().as_sql:  # offline SQL has no rows to recompute
         _recompute(op.get_bind(), interval, model_aggregate)
 
@@ -74,6 +92,10 @@ def downgrade() -> None:
     """Downgrade schema."""
     if not op.get_context().as_sql:
         _recompute(op.get_bind(), _normal_interval, _normal_aggregate)
+    for table, index, leading, before in _SCORE_INDEXES:
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.drop_index(index)
+            batch_op.create_index(index, [leading, *before], unique=False)
 
 
 Entry = Callable[[Accumulator], Interval]
