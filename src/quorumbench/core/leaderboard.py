@@ -14,9 +14,9 @@ O(1) instead of a recomputation over history:
   all agree); no interval is built from it.
 
 The aggregate over benchmarks is the weighted mean of per-benchmark scores. Its
-interval combines the benchmarks' intervals (:func:`~quorumbench.core.intervals.
-combined_interval`, benchmarks taken as independent); its standard error, again
-descriptive, is ``sqrt(Σ w²·se²) / Σ w``. A model's aggregate (:func:`model_aggregate`) is ranked only
+interval combines the benchmarks' intervals (``core.intervals.combined_interval``,
+benchmarks taken as independent); its standard error, again descriptive, is
+``sqrt(Σ w²·se²) / Σ w``. A model's aggregate (:func:`model_aggregate`) is ranked only
 when it is *complete*: measured on every active benchmark. :func:`aggregate_basis`
 names the active benchmarks and weights an aggregate was computed with, so a stored
 one can be found out of date.

@@ -157,7 +157,7 @@ def board_standings(session: Session, board: Board, where: list[ColumnElement[bo
     """The standings (``core.ranking``) of the rows of ``board`` that pass ``where``
     (a plain Core read: thousands of rows)."""
     query = select(board.score, board.ci_low, board.ci_high).where(*where)
-    return standings(session.connection().execute(query))
+    return standings(session.connection().execute(query).all())
 
 
 def _ranked(

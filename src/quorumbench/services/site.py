@@ -6,7 +6,8 @@ has a score (one Core query per table), ranks them, and keeps that ranking for
 ``web_cache_s`` seconds (per process, per benchmark); each request then filters,
 sorts and pages it in Python. Ranks are those of ``core/ranking.py``, over every
 ranked model of the board before filtering, so a model keeps its rank in any filtered
-or sorted view, and it is the rank the API, the export and the CLI show. ``benchmarks/web_pages.py`` measures both paths.
+or sorted view, and it is the rank the API, the export and the CLI show.
+``benchmarks/web_pages.py`` measures both paths.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Callable, Sequence
 from functools import cache
 
@@ -49,6 +50,11 @@ def normal(correct: int, n: int) -> tuple[float, float]:
     return p - Z * se, p + Z * se
 
 
+def show(text: str) -> None:
+    """Onto the terminal with ``pytest -s`` (captured otherwise)."""
+    sys.stdout.write(f"\n{text}\n")
+
+
 def holds(low: float, high: float, truth: float) -> bool:
     return low - 1e-12 <= truth <= high + 1e-12
 
@@ -79,9 +85,8 @@ def test_coverage_for_right_or_wrong_samples():
                 others["Wilson"].append(hits[1] / TRIALS)
                 others["mean ± 1.96·se"].append(hits[2] / TRIALS)
     columns = [f"n={n}" for n in SIZES]
-    print()
-    print(table(f"0/1 samples, {TRIALS} trials per cell: exact interval", columns, ours))
-    print(table("the same draws, p = 0.02 then 0.9: others", columns * 2, others))
+    show(table(f"0/1 samples, {TRIALS} trials per cell: exact interval", columns, ours))
+    show(table("the same draws, p = 0.02 then 0.9: others", columns * 2, others))
     assert min(min(v) for v in ours.values()) >= FLOOR
     assert ours["p = 0"] == ours["p = 1"] == [1.0] * len(SIZES)  # an end is never excluded
     # the simulation can fail an interval: Wilson's dips at p = 0.02, n = 8
@@ -124,8 +129,7 @@ def test_coverage_for_scores_between_0_and_1():
                 row = sampled(n, draw, rng)
                 hits += holds(row.ci_low, row.ci_high, truth)
             rows[name].append(hits / SCORE_TRIALS)
-    print()
-    print(
+    show(
         table(
             f"scores in [0, 1], {SCORE_TRIALS} trials per cell",
             [f"n={n}" for n in SIZES],
@@ -185,6 +189,5 @@ def test_coverage_of_the_weighted_aggregate():
         aggregate = weighted_aggregate(board)
         hits += holds(aggregate.ci_low, aggregate.ci_high, 0.3)
     rows[MIXED] = [hits / AGGREGATE_TRIALS]
-    print()
-    print(table(f"weighted aggregate, {AGGREGATE_TRIALS} trials", ["cover"], rows))
+    show(table(f"weighted aggregate, {AGGREGATE_TRIALS} trials", ["cover"], rows))
     assert min(v[0] for v in rows.values()) >= FLOOR

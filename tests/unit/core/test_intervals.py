@@ -165,7 +165,7 @@ def test_combined_interval_is_the_mover_formula():
     assert low == pytest.approx(mean - math.sqrt((0.75 * 0.1) ** 2))
     assert high == pytest.approx(mean + math.sqrt((0.25 * 0.52) ** 2 + (0.75 * 0.1) ** 2))
     # within the weighted means of the parts' limits
-    assert 0.25 * 0.0 + 0.75 * 0.4 <= low and high <= 0.25 * 0.52 + 0.75 * 0.6
+    assert low >= 0.25 * 0.0 + 0.75 * 0.4 and high <= 0.25 * 0.52 + 0.75 * 0.6
 
 
 def test_combined_interval_with_a_negative_weight_swaps_its_sides():
