@@ -742,7 +742,7 @@ PROFILE_PARTS = (
     ("services/site.py", "board"),
     ("services/site.py", "_all_rows"),
     ("services/site.py", "_score"),
-    ("services/site.py", "rank_ranges"),
+    ("core/ranking.py", "standings"),
     ("db/types.py", "process_result_value"),
     ("web/render.py", "render"),
 )

@@ -181,13 +181,24 @@ class SubmitOut(BaseModel):
 
 
 class LeaderboardRowOut(BaseModel):
-    rank: int
+    rank: int = Field(
+        description="1 + the models of this board with a higher score (ties share a rank); "
+        "the same under every sort, filter and page."
+    )
+    rank_best: int = Field(
+        description="1 + the models whose whole 95% interval lies above this one's."
+    )
+    rank_worst: int = Field(
+        description="The board's models minus those whose whole 95% interval lies below."
+    )
     model_id: int
     model: str
     benchmark: str
     score: float
-    stderr: float
-    ci_low: float
+    stderr: float = Field(
+        description="The samples' standard error, descriptive only (0 when they all agree)."
+    )
+    ci_low: float = Field(description="The 95% interval (exact limits, never a point).")
     ci_high: float
     n_samples: int
     n_tasks: int

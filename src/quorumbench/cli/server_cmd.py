@@ -308,12 +308,15 @@ def leaderboard(server: str, benchmark: str | None, limit: int, console: Console
 
 
 def print_leaderboard(console: Console, rows: list[dict[str, Any]], title: str) -> None:
+    """The API's rows as a table: the rank and the range of ranks the 95% intervals
+    allow (``rank_best``–``rank_worst``)."""
     table = Table(title=f"leaderboard — {escape(title)}", title_justify="left")
-    for column in ("#", "model", "score", "95% CI", "samples", "tasks"):
+    for column in ("#", "range", "model", "score", "95% CI", "samples", "tasks"):
         table.add_column(column, justify="right" if column not in ("model",) else "left")
     for row in rows:
         table.add_row(
             str(row["rank"]),
+            f"{row.get('rank_best', '?')}–{row.get('rank_worst', '?')}",  # (an older server)
             escape(row["model"]),
             f"{row['score']:.3f}",
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f}",

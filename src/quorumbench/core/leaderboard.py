@@ -4,16 +4,22 @@ An :class:`Accumulator` holds running sums, so a finalized task updates its row 
 O(1) instead of a recomputation over history:
 
 * the score is the sample-weighted mean of finalized task scores,
-  ``sum(score_t * n_t) / sum(n_t)``;
-* its standard error comes from the per-sample consensus values of those tasks,
-  ``sqrt(var / N)`` with ``var = (Q − S²/N) / (N − 1)`` over all N samples;
-* the 95% interval is ``mean ± 1.96·se``, clipped to [0, 1].
+  ``sum(score_t * n_t) / sum(n_t)`` (the mean of the per-sample consensus values
+  when each task's score is the mean of its samples');
+* its 95% interval is :func:`~quorumbench.core.intervals.score_interval` of the N
+  samples summing to N·score (exact Clopper–Pearson limits, fractional for scores
+  between 0 and 1);
+* its standard error is descriptive only, ``sqrt(var / N)`` with
+  ``var = (Q − S²/N) / (N − 1)`` over the per-sample consensus values (0 when they
+  all agree); no interval is built from it.
 
-The aggregate over benchmarks is the weighted mean of per-benchmark scores, with
-``se = sqrt(Σ w²·se²) / Σ w`` (benchmarks treated as independent). A model's
-aggregate (:func:`model_aggregate`) is ranked only when it is *complete*: measured on
-every active benchmark. :func:`aggregate_basis` names the active benchmarks and
-weights an aggregate was computed with, so a stored one can be found out of date.
+The aggregate over benchmarks is the weighted mean of per-benchmark scores. Its
+interval combines the benchmarks' intervals (``core.intervals.combined_interval``,
+benchmarks taken as independent); its standard error, again descriptive, is
+``sqrt(Σ w²·se²) / Σ w``. A model's aggregate (:func:`model_aggregate`) is ranked only
+when it is *complete*: measured on every active benchmark. :func:`aggregate_basis`
+names the active benchmarks and weights an aggregate was computed with, so a stored
+one can be found out of date.
 """
 
 from __future__ import annotations
@@ -24,8 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from quorumbench.core.canonical import sha256_hex
-
-Z95 = 1.959963984540054
+from quorumbench.core.intervals import combined_interval, score_interval
 
 
 @dataclass(frozen=True)
@@ -71,17 +76,22 @@ def interval(acc: Accumulator) -> Interval:
         stderr = math.sqrt(variance / n)
     else:
         stderr = 0.0
-    return Interval(mean, stderr, max(0.0, mean - Z95 * stderr), min(1.0, mean + Z95 * stderr))
+    low, high = score_interval(acc.weighted_sum, n)
+    return Interval(mean, stderr, low, high)
 
 
 def weighted_aggregate(parts: Sequence[tuple[float, Interval]]) -> Interval:
-    """Weighted mean of per-benchmark intervals, ``parts`` = (weight, interval)."""
+    """Weighted mean of per-benchmark intervals, ``parts`` = (weight, interval).
+
+    The interval combines the benchmarks' own (:func:`combined_interval`).
+    """
     total = math.fsum(w for w, _ in parts)
     if not parts or total <= 0:
         raise ValueError("an aggregate needs positive weights")
     mean = math.fsum(w * i.score for w, i in parts) / total
     stderr = math.sqrt(math.fsum((w * i.stderr) ** 2 for w, i in parts)) / total
-    return Interval(mean, stderr, max(0.0, mean - Z95 * stderr), min(1.0, mean + Z95 * stderr))
+    low, high = combined_interval([(w, i.score, i.ci_low, i.ci_high) for w, i in parts])
+    return Interval(mean, stderr, low, high)
 
 
 @dataclass(frozen=True)
@@ -139,24 +149,6 @@ def aggregate_basis(weights: Mapping[int, float]) -> str:
     """
     text = ";".join(f"{bench_id}:{float(w).hex()}" for bench_id, w in sorted(weights.items()))
     return sha256_hex(text)
-
-
-def wilson_interval(mean: float, n: int) -> tuple[float, float]:
-    """The 95% Wilson score interval of a mean of ``n`` scores in [0, 1].
-
-    For 0/1 scores it is the Wilson interval of a proportion; for scores in between it
-    is conservative, since their variance is at most ``mean·(1 − mean)``. Unlike
-    ``mean ± 1.96·se`` it does not shrink to a point when a few samples agree, which
-    is why the small per-subject slices use it.
-    """
-    if n <= 0:
-        raise ValueError("an interval needs at least one sample")
-    p = min(1.0, max(0.0, mean))
-    z2 = Z95 * Z95
-    denominator = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denominator
-    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def overlapping(intervals: Sequence[tuple[float, float, float]]) -> list[bool]:

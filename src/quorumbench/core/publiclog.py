@@ -386,7 +386,9 @@ def check_consistency_proof(
 
 
 def leaderboard_from_log(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str], Any]:
-    """Per (model id, benchmark name): the leaderboard numbers the DONE entries give."""
+    """Per (model id, benchmark name): the leaderboard numbers the DONE entries give
+    (running sums, and the row's score and exact interval from ``core.leaderboard``, as
+    the server computes them)."""
     sums: dict[tuple[int, str], Accumulator] = {}
     for row in entries:
         entry = row["entry"]

@@ -265,7 +265,15 @@ class ConsensusOutcome(Base):
 class LeaderboardEntry(Base):
     __tablename__ = "leaderboard_entries"
     __table_args__ = (
-        Index("ix_leaderboard_benchmark_score", "benchmark_id", "score"),
+        # covering the board's standings (score and interval of every row, for ranks)
+        Index(
+            "ix_leaderboard_benchmark_score",
+            "benchmark_id",
+            "score",
+            "model_id",
+            "ci_low",
+            "ci_high",
+        ),
         # one index per sort key, so every ordering of a benchmark's board pages by index
         Index("ix_leaderboard_benchmark_ci_low", "benchmark_id", "ci_low", "model_id"),
         Index("ix_leaderboard_benchmark_n_samples", "benchmark_id", "n_samples", "model_id"),
@@ -297,7 +305,9 @@ class LeaderboardAggregate(Base):
 
     __tablename__ = "leaderboard_aggregates"
     __table_args__ = (
-        Index("ix_leaderboard_aggregates_score", "complete", "score", "model_id"),
+        Index(  # covering the board's standings too (for ranks)
+            "ix_leaderboard_aggregates_score", "complete", "score", "model_id", "ci_low", "ci_high"
+        ),
         Index("ix_leaderboard_aggregates_ci_low", "complete", "ci_low", "model_id"),
         Index("ix_leaderboard_aggregates_n_samples", "complete", "n_samples", "model_id"),
         Index("ix_leaderboard_aggregates_updated_at", "complete", "updated_at", "model_id"),

@@ -1,6 +1,9 @@
 """The leaderboard: per (model, benchmark) rows and the weighted aggregate over benchmarks.
 
-Reads page in SQL, through an index for every sort key. The aggregate is not
+Reads page in SQL, through an index for every sort key. Every row carries its rank on
+the whole board (``core/ranking.py``), whatever the sort, filters and page: a read
+also takes the board's scores and interval ends (three floats per ranked model) and
+ranks the page's rows among them by bisection. The aggregate is not
 computed on read: ``leaderboard_aggregates`` holds one row per model, recomputed
 from that model's few per-benchmark rows in the transaction that finalizes one of
 its tasks (:func:`refresh_aggregate`), and rebuilt in full at startup when the
@@ -45,6 +48,7 @@ from quorumbench.core.leaderboard import (
     interval,
     model_aggregate,
 )
+from quorumbench.core.ranking import Standings, standings
 from quorumbench.db.engine import Executor
 from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Model
 from quorumbench.errors import ConfigError
@@ -58,6 +62,10 @@ SORT_KEYS: tuple[SortKey, ...] = ("score", "ci_low", "n_samples", "updated_at", 
 @dataclass(frozen=True)
 class Row:
     rank: int
+    """Position by score on the whole board; equal scores share it (core/ranking.py)."""
+    rank_best: int
+    rank_worst: int
+    """The best and worst rank the 95% intervals allow."""
     model_id: int
     model: str
     benchmark: str
@@ -94,6 +102,8 @@ def leaderboard(
     if sort not in SORT_KEYS:
         raise ConfigError(f"cannot sort by {sort!r}; use one of {', '.join(SORT_KEYS)}")
     with ctx.db.read() as session:
+        if ctx.db.dialect == "postgresql":  # one snapshot for the count, ranks and page
+            session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         if benchmark in (None, AGGREGATE):
             board: Board = LeaderboardAggregate
             name = AGGREGATE
@@ -109,6 +119,7 @@ def leaderboard(
                 raise ConfigError(f"no active benchmark named {benchmark!r}")
             board, name = LeaderboardEntry, bench.name
             where = [LeaderboardEntry.benchmark_id == bench.id]
+        ranked_on = list(where)  # the board: ranks ignore the filters below
         if min_samples > 0:  # (0 would add an always-true range term)
             # ``+ 0`` keeps the planner on the sort key's index (SQLite's unary-plus
             # idiom): most rows pass, and scanning the range then sorting is slower.
@@ -119,11 +130,12 @@ def leaderboard(
         if named:  # the count needs the models only to filter by name
             counted = counted.join(Model, Model.id == board.model_id)
         total = session.scalar(counted.where(*where, *named)) or 0
-        rows = session.execute(_ranked(board, where, named, sort, descending, limit, offset))
+        rows = session.execute(_ranked(board, where, named, sort, descending, limit, offset)).all()
+        places = board_standings(session, board, ranked_on) if rows else standings(())
         return Page(
             [
                 Row(
-                    offset + i + 1,
+                    *places.rank(r.score, r.ci_low, r.ci_high),
                     r.model_id,
                     r.name,
                     name,
@@ -135,10 +147,17 @@ def leaderboard(
                     r.n_tasks,
                     r.updated_at,
                 )
-                for i, r in enumerate(rows)
+                for r in rows
             ],
             total,
         )
+
+
+def board_standings(session: Session, board: Board, where: list[ColumnElement[bool]]) -> Standings:
+    """The standings (``core.ranking``) of the rows of ``board`` that pass ``where``
+    (a plain Core read: thousands of rows)."""
+    query = select(board.score, board.ci_low, board.ci_high).where(*where)
+    return standings(session.connection().execute(query).all())
 
 
 def _ranked(

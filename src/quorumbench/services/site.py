@@ -4,8 +4,10 @@ The leaderboard page filters by model type, size, licence and benchmark, which t
 indexed ``leaderboard()`` reads do not offer: :func:`board` reads every model that
 has a score (one Core query per table), ranks them, and keeps that ranking for
 ``web_cache_s`` seconds (per process, per benchmark); each request then filters,
-sorts and pages it in Python. Ranks are computed before filtering, so a model keeps
-its rank in any filtered view. ``benchmarks/web_pages.py`` measures both paths.
+sorts and pages it in Python. Ranks are those of ``core/ranking.py``, over every
+ranked model of the board before filtering, so a model keeps its rank in any filtered
+or sorted view, and it is the rank the API, the export and the CLI show.
+``benchmarks/web_pages.py`` measures both paths.
 
 A model's size, wherever it is shown, sorted or filtered by, is its effective size
 (:func:`~quorumbench.services.model_metadata.model_size`): for a LoRA adapter its
@@ -14,7 +16,7 @@ base's parameters plus its own, with the adapter's own beside it.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -23,7 +25,8 @@ from typing import Any, Literal, TypeVar
 
 from sqlalchemy import and_, func, select
 
-from quorumbench.core.leaderboard import wilson_interval
+from quorumbench.core.intervals import score_interval
+from quorumbench.core.ranking import standings
 from quorumbench.db.models import (
     Account,
     Benchmark,
@@ -66,7 +69,8 @@ class Score:
 @dataclass(frozen=True)
 class BoardRow:
     rank: int | None
-    """Position by score on the chosen benchmark (or the complete aggregate)."""
+    """Position by score on the chosen benchmark (or the complete aggregate); equal
+    scores share it (``core/ranking.py``)."""
     model_id: int
     model: str
     ref: str
@@ -79,7 +83,7 @@ class BoardRow:
     disputed: int
     """DISPUTED tasks of this model."""
     rank_range: tuple[int, int] | None = None
-    """The best and worst rank the 95% intervals allow (:func:`rank_ranges`)."""
+    """The best and worst rank the 95% intervals allow (``core/ranking.py``)."""
     size: ModelSize = ModelSize(None)
     """The size shown, sorted and filtered by: base + adapter for a LoRA adapter
     (``params`` is the adapter's own then)."""
@@ -240,15 +244,13 @@ def _rank(ctx: ServerContext, bench: str | None) -> _Ranked:
         return row.scores.get(bench) if bench else aggregates.get(row.model_id)
 
     scored = [(basis(r), r) for r in rows]
-    ordered = sorted(
-        (p for p in scored if p[0] is not None),
-        key=lambda p: (-p[0].score, p[1].model_id),  # type: ignore[union-attr]
-    )
-    spans = rank_ranges([(s.ci_low, s.ci_high) for s, _ in ordered])  # type: ignore[union-attr]
-    ranked = [
-        replace(r, rank=i + 1, score=s, rank_range=span)
-        for i, ((s, r), span) in enumerate(zip(ordered, spans, strict=True))
-    ]
+    on_board = [(s, r) for s, r in scored if s is not None]
+    places = standings((s.score, s.ci_low, s.ci_high) for s, _ in on_board)
+    ranked = []
+    for s, r in on_board:
+        place = places.rank(s.score, s.ci_low, s.ci_high)
+        ranked.append(replace(r, rank=place.rank, score=s, rank_range=(place.best, place.worst)))
+    ranked.sort(key=lambda r: (r.rank, r.model_id))
     if bench is None:  # the incomplete ones are listed too, unranked, by model id
         ranked += [replace(r, score=None) for s, r in scored if s is None]
     licenses = sorted({r.license for r in ranked if r.license})
@@ -323,20 +325,6 @@ def paged(rows: list[T], page: int, per_page: int) -> tuple[list[T], int, int]:
     return rows[(page - 1) * per_page : page * per_page], page, pages
 
 
-def rank_ranges(intervals: Sequence[tuple[float, float]]) -> list[tuple[int, int]]:
-    """For (low, high) 95% intervals, the best and worst rank each one allows.
-
-    Best: 1 + the models whose whole interval lies above this one's; worst: the models
-    whose interval reaches this one's lower end (itself included). O(n log n).
-    """
-    lows = sorted(low for low, _ in intervals)
-    highs = sorted(high for _, high in intervals)
-    n = len(intervals)
-    return [
-        (1 + n - bisect_right(lows, high), n - bisect_left(highs, low)) for low, high in intervals
-    ]
-
-
 def _passes(row: BoardRow, query: BoardQuery) -> bool:
     """Whether ``row`` passes the filters; the size range is on the effective size."""
     if query.q and query.q.lower() not in f"{row.model} {row.ref}".lower():
@@ -386,7 +374,7 @@ class TaskSummary:
 
 @dataclass(frozen=True)
 class SubjectScore:
-    """A model's score on the samples of one subject, with a 95% Wilson interval."""
+    """A model's score on the samples of one subject, with its 95% interval."""
 
     subject: str
     score: float
@@ -557,8 +545,9 @@ def by_subject(ctx: ServerContext, session: Any, model_id: int) -> dict[str, lis
     """Per active benchmark whose samples carry two or more subject labels: the model's
     mean per-sample consensus score per subject over its DONE tasks, most samples first.
 
-    The intervals are Wilson intervals (:func:`wilson_interval`): a subject often has
-    few samples, where ``mean ± 1.96·se`` would shrink to a point. Benchmarks whose data
+    The intervals are the leaderboard's (:func:`score_interval`, exact for few
+    samples): a subject often has few samples, where ``mean ± 1.96·se`` would shrink
+    to a point. Benchmarks whose data
     this process has not loaded (or loaded at another version) are left out.
     """
     active = {
@@ -600,7 +589,7 @@ def by_subject(ctx: ServerContext, session: Any, model_id: int) -> dict[str, lis
         scores = []
         for subject, group in values.items():
             mean = sum(group) / len(group)
-            low, high = wilson_interval(mean, len(group))
+            low, high = score_interval(math.fsum(group), len(group))
             scores.append(SubjectScore(subject, mean, low, high, len(group)))
         scores.sort(key=lambda s: (-s.n_samples, s.subject))
         out[row.name] = scores

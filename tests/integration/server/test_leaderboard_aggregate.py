@@ -26,6 +26,7 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from quorumbench.core.canonical import predictions_digest
+from quorumbench.core.intervals import score_interval
 from quorumbench.core.leaderboard import Interval, weighted_aggregate
 from quorumbench.db.engine import connect
 from quorumbench.db.migrate import downgrade, upgrade
@@ -228,6 +229,8 @@ def reference_rows(ctx, benchmark: str | None = None) -> list[Row]:
             return [
                 Row(
                     0,
+                    0,
+                    0,
                     e.model_id,
                     names[e.model_id],
                     benchmark,
@@ -259,6 +262,8 @@ def reference_rows(ctx, benchmark: str | None = None) -> list[Row]:
         rows.append(
             Row(
                 0,
+                0,
+                0,
                 model_id,
                 names[model_id],
                 AGGREGATE,
@@ -274,12 +279,38 @@ def reference_rows(ctx, benchmark: str | None = None) -> list[Row]:
     return rows
 
 
+def board_ranks(rows) -> dict[int, tuple[int, int, int]]:
+    """(rank, best, worst) per model id on the board ``rows``, pair by pair: 1 + the
+    higher scores, 1 + the intervals wholly above, N − the intervals wholly below."""
+
+    def key(value):
+        return round(value, 9)
+
+    return {
+        r.model_id: (
+            1 + sum(1 for o in rows if key(o.score) > key(r.score)),
+            1 + sum(1 for o in rows if key(o.ci_low) > key(r.ci_high)),
+            len(rows) - sum(1 for o in rows if key(o.ci_high) < key(r.ci_low)),
+        )
+        for r in rows
+    }
+
+
 def reference_page(rows, sort="score", descending=True, min_samples=0, q=None, limit=50, offset=0):
+    ranks = board_ranks(rows)  # on the whole board, before any filter
     rows = [r for r in rows if r.n_samples >= min_samples and (not q or q in r.model)]
     rows.sort(key=lambda r: r.model_id)
     rows.sort(key=lambda r: getattr(r, "model" if sort == "model" else sort), reverse=descending)
     page = rows[offset : offset + limit]
-    return [replace(r, rank=offset + i + 1) for i, r in enumerate(page)], len(rows)
+    return [
+        replace(
+            r,
+            rank=ranks[r.model_id][0],
+            rank_best=ranks[r.model_id][1],
+            rank_worst=ranks[r.model_id][2],
+        )
+        for r in page
+    ], len(rows)
 
 
 def page_of(ctx, **kwargs):
@@ -296,10 +327,7 @@ class Expected:
     stderr: float
     n_samples: int
     n_tasks: int
-
-    @property
-    def ci(self) -> tuple[float, float]:
-        return max(0.0, self.score - Z * self.stderr), min(1.0, self.score + Z * self.stderr)
+    ci: tuple[float, float]
 
 
 def expected_entry(tasks: list[list[float]]) -> Expected:
@@ -307,16 +335,21 @@ def expected_entry(tasks: list[list[float]]) -> Expected:
     n = len(samples)
     mean = sum(sum(t) / len(t) * len(t) for t in tasks) / n  # sample-weighted task means
     stderr = statistics.stdev(samples) / math.sqrt(n) if n > 1 else 0.0
-    return Expected(mean, stderr, n, len(tasks))
+    return Expected(mean, stderr, n, len(tasks), score_interval(sum(samples), n))
 
 
 def expected_aggregate(parts: list[tuple[float, Expected]]) -> Expected:
+    """The weighted mean, and its interval by MOVER from the parts' (written out)."""
     total = sum(w for w, _ in parts)
+    mean = sum(w * e.score for w, e in parts) / total
+    below = math.sqrt(sum((w / total * (e.score - e.ci[0])) ** 2 for w, e in parts))
+    above = math.sqrt(sum((w / total * (e.ci[1] - e.score)) ** 2 for w, e in parts))
     return Expected(
-        sum(w * e.score for w, e in parts) / total,
+        mean,
         math.sqrt(sum((w * e.stderr) ** 2 for w, e in parts)) / total,
         sum(e.n_samples for _, e in parts),
         sum(e.n_tasks for _, e in parts),
+        (mean - below, mean + above),
     )
 
 
@@ -324,6 +357,7 @@ def assert_row_is(row, expected: Expected) -> None:
     assert row.score == pytest.approx(expected.score, abs=1e-12)
     assert row.stderr == pytest.approx(expected.stderr, abs=1e-12)
     assert (row.ci_low, row.ci_high) == pytest.approx(expected.ci, abs=1e-12)
+    assert row.ci_low < row.score < row.ci_high or row.ci_low < row.ci_high
     assert (row.n_samples, row.n_tasks) == (expected.n_samples, expected.n_tasks)
 
 
@@ -584,3 +618,57 @@ def test_migration_backfills_an_existing_leaderboard(scene, make_ctx, db_url):
     assert page_of(scene.ctx) == expected
     with scene.ctx.db.write() as session:
         assert sync_aggregates(scene.ctx, session) is False  # the backfill is current
+
+
+def columns(row) -> dict[str, Any]:
+    return {c.key: getattr(row, c.key) for c in row.__table__.columns}
+
+
+def stored(scene) -> tuple[dict[tuple[int, int], dict[str, Any]], dict[int, dict[str, Any]]]:
+    with scene.ctx.db.read() as session:
+        entries = {
+            (e.model_id, e.benchmark_id): columns(e)
+            for e in session.scalars(select(LeaderboardEntry))
+        }
+        aggregates = {a.model_id: columns(a) for a in session.scalars(select(LeaderboardAggregate))}
+    return entries, aggregates
+
+
+def test_migration_0011_recomputes_the_stored_intervals(scene, db_url):
+    """Rows written with ``mean ± 1.96·se`` (0010) get the exact intervals the server
+    writes now, from their sums; the downgrade puts the old ones back."""
+    a, b, c = scene.model("alpha"), scene.model("beta"), scene.model("gamma")
+    scene.finalize(a, "arith", [0.0] * 8)  # all wrong: shown as 0.000–0.000 before
+    scene.finalize(a, "sums", [1.0, 1.0, 1.0])
+    scene.finalize(b, "arith", [1.0, 0.0, 1.0, 1.0])
+    scene.finalize(b, "arith", [0.0, 1.0])
+    scene.finalize(b, "sums", [0.0, 1.0])
+    scene.finalize(c, "sums", [1.0, 0.0, 0.0])  # on one benchmark: an incomplete aggregate
+    entries, aggregates = stored(scene)
+    expected = page_of(scene.ctx), page_of(scene.ctx, benchmark="arith")
+    arith = scene.bench("arith")
+    assert entries[(a, arith)]["ci_low"] == 0.0 and entries[(a, arith)]["ci_high"] > 0.3
+
+    db = connect(db_url)
+    try:
+        downgrade(db, "0010")
+        old_entries, old_aggregates = stored(scene)
+        assert (old_entries[(a, arith)]["ci_low"], old_entries[(a, arith)]["ci_high"]) == (0, 0)
+        for key, row in old_entries.items():
+            spread = Z * row["stderr"]
+            assert row["ci_low"] == pytest.approx(max(0.0, row["score"] - spread), abs=1e-12)
+            assert row["ci_high"] == pytest.approx(min(1.0, row["score"] + spread), abs=1e-12)
+            unchanged = ("score", "stderr", "n_samples", "weighted_sum", "updated_at")
+            assert {k: row[k] for k in unchanged} == {k: entries[key][k] for k in unchanged}
+        old = old_aggregates[a]
+        assert (old["ci_low"], old["ci_high"]) == pytest.approx(
+            (max(0.0, old["score"] - Z * old["stderr"]), min(1.0, old["score"] + Z * old["stderr"]))
+        )
+        assert old_aggregates.keys() == aggregates.keys()
+        upgrade(db)
+    finally:
+        db.dispose()
+    assert stored(scene) == (entries, aggregates)  # exactly what finalization wrote
+    assert (page_of(scene.ctx), page_of(scene.ctx, benchmark="arith")) == expected
+    with scene.ctx.db.write() as session:
+        assert sync_aggregates(scene.ctx, session) is False

@@ -3,9 +3,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from quorumbench.core.intervals import combined_interval, score_interval
 from quorumbench.core.leaderboard import (
     NO_INTERVAL,
-    Z95,
     Accumulator,
     BenchmarkPart,
     Interval,
@@ -14,8 +14,9 @@ from quorumbench.core.leaderboard import (
     model_aggregate,
     overlapping,
     weighted_aggregate,
-    wilson_interval,
 )
+
+Z95 = 1.959963984540054
 
 
 def test_incremental_equals_batch():
@@ -27,11 +28,30 @@ def test_incremental_equals_batch():
     mean = sum(samples) / 6
     var = sum((s - mean) ** 2 for s in samples) / 5
     assert result.stderr == pytest.approx(math.sqrt(var / 6))
-    assert result.ci_low == pytest.approx(max(0, result.score - 1.959963984540054 * result.stderr))
+    assert (result.ci_low, result.ci_high) == score_interval(4.0, 6)
 
 
-def test_single_sample_has_no_spread():
-    assert interval(Accumulator().add_task(1.0, [1.0])) == Interval(1.0, 0.0, 1.0, 1.0)
+def test_the_interval_is_exact_not_mean_plus_or_minus_se():
+    """8 samples all wrong: the interval is [0, 0.369], not the point 0.000."""
+    row = interval(Accumulator().add_task(0.0, [0.0] * 8))
+    assert (row.score, row.stderr, row.ci_low) == (0.0, 0.0, 0.0)
+    assert row.ci_high == pytest.approx(1 - 0.025 ** (1 / 8))
+    right = interval(Accumulator().add_task(1.0, [1.0] * 3))
+    assert right.ci_low == pytest.approx(0.025 ** (1 / 3)) and right.ci_high == 1.0
+
+
+def test_the_interval_is_that_of_the_score():
+    """Built from n·score, so it holds the score the row shows even when the task's
+    score is not the mean of its per-sample consensus values."""
+    acc = Accumulator().add_task(0.5, [1.0, 1.0, 1.0, 1.0])
+    row = interval(acc)
+    assert row.score == 0.5 and (row.ci_low, row.ci_high) == score_interval(2.0, 4)
+
+
+def test_single_sample_has_no_spread_but_an_interval():
+    row = interval(Accumulator().add_task(1.0, [1.0]))
+    assert (row.score, row.stderr, row.ci_high) == (1.0, 0.0, 1.0)
+    assert row.ci_low == pytest.approx(0.025)
 
 
 def test_errors():
@@ -48,6 +68,17 @@ def test_weighted_aggregate():
     agg = weighted_aggregate([(1.0, a), (3.0, b)])
     assert agg.score == pytest.approx(0.5)
     assert agg.stderr == pytest.approx(math.sqrt(0.1**2 + (3 * 0.2) ** 2) / 4)
+    assert (agg.ci_low, agg.ci_high) == combined_interval(
+        [(1.0, 0.8, 0.6, 1.0), (3.0, 0.4, 0.0, 0.8)]
+    )
+
+
+def test_an_aggregate_of_agreeing_samples_is_not_a_point():
+    """Every sample right on two benchmarks: stderr 0, the interval still wide."""
+    rows = [interval(Accumulator().add_task(1.0, [1.0] * n)) for n in (4, 8)]
+    agg = weighted_aggregate([(1.0, rows[0]), (1.0, rows[1])])
+    assert (agg.score, agg.stderr, agg.ci_high) == (1.0, 0.0, 1.0)
+    assert 0.5 < agg.ci_low < 0.9
 
 
 def test_overlap_flags():
@@ -59,7 +90,7 @@ T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
 def part(weight, score, stderr, n_samples=4, n_tasks=1, minutes=0):
-    low, high = max(0.0, score - Z95 * stderr), min(1.0, score + Z95 * stderr)
+    low, high = max(0.0, score - Z95 * stderr), min(1.0, score + Z95 * stderr)  # any interval
     return BenchmarkPart(
         weight,
         Interval(score, stderr, low, high),
@@ -116,37 +147,3 @@ def test_aggregate_basis_names_the_weights():
     assert aggregate_basis({1: 1.0, 3: 1.0}) != basis
     assert aggregate_basis({1: 1.0, 2: 2.0}) != basis
     assert aggregate_basis({}) != aggregate_basis({1: 1.0})
-
-
-@pytest.mark.parametrize(
-    ("mean", "n", "low", "high"),
-    [
-        (0.5, 10, 0.2366, 0.7634),  # the textbook example
-        (1.0, 3, 3 / (3 + Z95**2), 1.0),  # all right: the lower end is n / (n + z²)
-        (0.0, 5, 0.0, Z95**2 / (5 + Z95**2)),
-        (0.8, 100, 0.7112, 0.8666),
-    ],
-)
-def test_wilson_interval_known_values(mean, n, low, high):
-    got = wilson_interval(mean, n)
-    assert got == pytest.approx((low, high), abs=1e-4)
-
-
-def test_wilson_interval_does_not_collapse_when_a_few_samples_agree():
-    low, high = wilson_interval(1.0, 2)
-    assert high == 1.0 and low < 0.5
-    assert interval(Accumulator(1, 2, 2.0, 2.0, 2.0)).ci_low == 1.0  # the normal one does
-
-
-def test_wilson_interval_narrows_with_more_samples_and_holds_the_mean():
-    widths = []
-    for n in (1, 4, 16, 64, 256):
-        low, high = wilson_interval(0.3, n)
-        assert 0.0 <= low <= 0.3 <= high <= 1.0
-        widths.append(high - low)
-    assert widths == sorted(widths, reverse=True)
-
-
-def test_wilson_interval_needs_a_sample():
-    with pytest.raises(ValueError, match="at least one sample"):
-        wilson_interval(0.5, 0)

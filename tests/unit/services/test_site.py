@@ -2,40 +2,9 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from quorumbench.services.site import model_type, rank_ranges, revision_url
-
-
-def brute_force(intervals):
-    out = []
-    for i, (low, high) in enumerate(intervals):
-        others = [x for j, x in enumerate(intervals) if j != i]
-        best = 1 + sum(1 for other_low, _ in others if other_low > high)
-        worst = 1 + sum(1 for _, other_high in others if other_high >= low)
-        out.append((best, worst))
-    return out
-
-
-def test_rank_ranges_of_separate_and_overlapping_intervals():
-    assert rank_ranges([(0.8, 0.9), (0.5, 0.6), (0.1, 0.2)]) == [(1, 1), (2, 2), (3, 3)]
-    assert rank_ranges([(0.5, 0.9), (0.4, 0.6), (0.1, 0.2)]) == [(1, 2), (1, 2), (3, 3)]
-    assert rank_ranges([(0.5, 0.5), (0.5, 0.5)]) == [(1, 2), (1, 2)]  # a tie either way
-    assert rank_ranges([]) == []
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_rank_ranges_match_the_pairwise_definition(seed):
-    rng = random.Random(seed)
-    intervals = []
-    for _ in range(rng.randint(1, 30)):
-        a, b = sorted(round(rng.random(), 1) for _ in range(2))
-        intervals.append((a, b))
-    ranges = rank_ranges(intervals)
-    assert ranges == brute_force(intervals)
-    assert all(1 <= best <= worst <= len(intervals) for best, worst in ranges)
+from quorumbench.services.site import model_type, revision_url
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,9 @@ def get_leaderboard(
     offset: int = Query(0, ge=0),
     format: Literal["json", "csv"] = "json",
 ) -> Any:
-    """The ranking with 95% intervals; ``format=csv`` for a spreadsheet."""
+    """The ranking with 95% intervals and each model's rank on the whole board (``rank``,
+    ``rank_best``, ``rank_worst``: sorting, ``q``, ``min_samples`` and paging never
+    change them); ``format=csv`` for a spreadsheet."""
     page = leaderboard(
         ctx,
         benchmark=benchmark,
