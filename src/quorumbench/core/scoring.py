@@ -16,6 +16,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from quorumbench.core.intervals import score_interval
+
 
 def argmax_first(values: Sequence[float]) -> int:
     """Index of the largest value; the first one wins a tie."""
@@ -47,7 +49,8 @@ def mc2_score(loglikelihoods: Sequence[float], is_true: Sequence[bool]) -> float
 
 @dataclass(frozen=True)
 class Aggregate:
-    """Mean score of a run with its 95% normal-approximation interval."""
+    """Mean score of a run with its 95% interval (:func:`core.intervals.score_interval`,
+    the leaderboard's own); ``stderr`` describes the samples and builds no interval."""
 
     mean: float
     n: int
@@ -57,15 +60,18 @@ class Aggregate:
 
 
 def aggregate(scores: Sequence[float]) -> Aggregate:
-    """Mean, standard error and 95% interval (clipped to [0, 1]) of per-sample scores."""
+    """Mean, standard error and 95% interval of per-sample scores in [0, 1]: the same
+    exact interval every leaderboard number carries, never a point for a few samples
+    that agree."""
     n = len(scores)
     if n == 0:
         raise ValueError("no scores to aggregate")
-    mean = math.fsum(scores) / n
+    total = math.fsum(scores)
+    mean = total / n
     if n > 1:
         variance = math.fsum((s - mean) ** 2 for s in scores) / (n - 1)
         stderr = math.sqrt(variance / n)
     else:
         stderr = 0.0
-    half = 1.959963984540054 * stderr
-    return Aggregate(mean, n, stderr, max(0.0, mean - half), min(1.0, mean + half))
+    low, high = score_interval(total, n)
+    return Aggregate(mean, n, stderr, low, high)

@@ -14,7 +14,7 @@ from typing import Any
 from quorumbench.core.scoring import Aggregate
 from quorumbench.evaluation.predictions import Prediction
 
-SCHEMA = "quorumbench.eval-result/v1"
+SCHEMA = "quorumbench.eval-result/v2"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from quorumbench import __version__
+from quorumbench.core.consensus import SAMPLE_EPSILON
 from quorumbench.services.site import FAILURES_SHOWN
 from quorumbench.web import charts
 
@@ -116,6 +117,8 @@ def environment() -> Environment:
         default_order=default_order,
         version=__version__,
         failures_shown=FAILURES_SHOWN,
+        # a per-sample score is marked off the consensus exactly when the rule counts it
+        sample_epsilon=SAMPLE_EPSILON,
     )
     return env
 

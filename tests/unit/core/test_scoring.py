@@ -75,13 +75,18 @@ def test_aggregate_mean_and_interval():
     assert agg.mean == 0.75
     assert agg.n == 4
     assert agg.stderr == pytest.approx(math.sqrt(0.25 / 4))
-    assert agg.ci_low == pytest.approx(0.75 - 1.959963984540054 * 0.25)
-    assert agg.ci_high == 1.0  # clipped
+    # the exact (Clopper-Pearson) interval of 3 of 4, as the leaderboard shows it
+    assert agg.ci_low == pytest.approx(0.19412045, abs=1e-7)
+    assert agg.ci_high == pytest.approx(0.975 ** (1 / 4))  # Beta(4, 1): t**4
 
 
-def test_aggregate_of_one_sample_has_no_spread():
-    agg = aggregate([0.5])
-    assert (agg.stderr, agg.ci_low, agg.ci_high) == (0.0, 0.5, 0.5)
+def test_a_run_whose_samples_all_agree_has_an_honest_interval():
+    # mean ± 1.96·se would say [1, 1]: certainty that 8 samples cannot give
+    agg = aggregate([1.0] * 8)
+    assert agg.stderr == 0.0 and agg.ci_high == 1.0
+    assert agg.ci_low == pytest.approx(0.025 ** (1 / 8))
+    one = aggregate([0.5])
+    assert one.stderr == 0.0 and one.ci_low < 0.5 < one.ci_high
 
 
 def test_aggregate_of_nothing_is_an_error():
