@@ -739,9 +739,9 @@ class Profile:
 
 
 PROFILE_PARTS = (
-    ("services/site.py", "board"),
-    ("services/site.py", "_all_rows"),
-    ("services/site.py", "_score"),
+    ("services/board.py", "board"),
+    ("services/board.py", "_all_rows"),
+    ("services/board.py", "to_score"),
     ("core/ranking.py", "standings"),
     ("db/types.py", "process_result_value"),
     ("web/render.py", "render"),

@@ -9,9 +9,9 @@ import anyio.to_thread
 from anyio import CapacityLimiter
 from fastapi import Depends, FastAPI, Request
 
-from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
+from quorumbench.services.leases import runs_inline
 from quorumbench.services.ratelimit import count_write
 
 T = TypeVar("T")
@@ -54,15 +54,12 @@ Writer = Annotated[Principal, Depends(get_writer)]
 def hot_path_limiter(ctx: ServerContext) -> CapacityLimiter | None:
     """How the runner endpoints (pull, submit, heartbeat, release) run their work.
 
-    SQLite with the SQL queue: on the event loop itself (None). SQLite runs one write
-    transaction at a time and each is a few local statements, so a trip to a thread
-    would only add the cost of the hand-off (measured: about 10% more CPU per pull
-    under load); a write waiting on another process's lock holds up the loop for that
-    long. Otherwise (PostgreSQL, or Redis in the path) a few threads of their own
-    overlap the network waits; more than a few would only contend for the
-    interpreter lock.
+    On the event loop itself (None) where the services say so
+    (:func:`~quorumbench.services.leases.runs_inline`: SQLite with the SQL queue).
+    Otherwise a few threads of their own overlap the network waits; more than a few
+    would only contend for the interpreter lock.
     """
-    if ctx.db.dialect == "sqlite" and isinstance(ctx.queue, SqlTaskQueue):
+    if runs_inline(ctx):
         return None
     return CapacityLimiter(ctx.settings.hot_path_threads)
 

@@ -89,7 +89,7 @@ def export_site_command(
     """Write the leaderboard and model pages (HTML + JSON) as a static site that works
     from any static host or opened from disk."""
     from quorumbench.cli.server_cmd import server_settings
-    from quorumbench.services.site import reader_context
+    from quorumbench.services.wiring import reader_context
     from quorumbench.settings import get_settings
     from quorumbench.web.export import export_site
 

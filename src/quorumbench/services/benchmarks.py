@@ -29,6 +29,14 @@ def loaded(ctx: ServerContext, name: str) -> Benchmark:
     return ctx.loaded_benchmarks[name]
 
 
+def list_benchmarks(ctx: ServerContext) -> list[BenchmarkRow]:
+    """Every benchmark version known here (active or not), by name and version."""
+    with ctx.db.read() as session:
+        return list(
+            session.scalars(select(BenchmarkRow).order_by(BenchmarkRow.name, BenchmarkRow.version))
+        )
+
+
 def ensure_benchmarks(ctx: ServerContext, names: list[str]) -> list[BenchmarkRow]:
     """Register each benchmark's current version (idempotent); others become inactive.
 

@@ -1,10 +1,16 @@
-"""Reading tasks, their results and consensus outcomes."""
+"""Reading tasks, their results and consensus outcomes.
+
+The task list of the API (``GET /v0/tasks``) and of the pages (``/tasks``) is cut by
+one function, :func:`task_window`: the same statuses, filters and order, by task id
+(unique, so a page never repeats or skips a task). The API lists oldest first from
+``after_id``; the pages newest first from ``before``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 
 from quorumbench.db.models import Benchmark, ConsensusOutcome, Model, Result, Task
 from quorumbench.errors import ConfigError, NotFoundError
@@ -12,6 +18,43 @@ from quorumbench.services.context import ServerContext
 from quorumbench.services.publiclog import public_canary
 
 STATUSES = ("PENDING", "DONE", "DISPUTED")
+MAX_LIMIT = 500
+"""The most tasks one read of the list gives."""
+S = TypeVar("S", bound=Select[*tuple[Any, ...]])
+
+
+def task_window(
+    query: S,
+    *,
+    status: str | None = None,
+    model_id: int | None = None,
+    benchmark: str | None = None,
+    after_id: int | None = None,
+    before_id: int | None = None,
+    newest_first: bool = False,
+    limit: int = 50,
+) -> S:
+    """``query`` (a select over ``tasks``) cut to one page of the task list.
+
+    Only tasks of ``status``, ``model_id`` and ``benchmark`` (any version) when given,
+    with ids above ``after_id`` and below ``before_id``; in id order, newest first if
+    asked; at most ``limit`` (1 to :data:`MAX_LIMIT`) of them.
+    """
+    if status is not None and status not in STATUSES:
+        raise ConfigError(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
+    if status:
+        query = query.where(Task.status == status)
+    if model_id is not None:
+        query = query.where(Task.model_id == model_id)
+    if benchmark:
+        named = select(Benchmark.id).where(Benchmark.name == benchmark)
+        query = query.where(Task.benchmark_id.in_(named))
+    if after_id is not None:
+        query = query.where(Task.id > after_id)
+    if before_id is not None:
+        query = query.where(Task.id < before_id)
+    order = Task.id.desc() if newest_first else Task.id.asc()
+    return query.order_by(order).limit(max(1, min(limit, MAX_LIMIT)))
 
 
 def _task_dict(
@@ -84,23 +127,19 @@ def list_tasks(
     limit: int = 50,
     after_id: int = 0,
 ) -> list[dict[str, Any]]:
-    """Tasks in id order (keyset pagination with ``after_id``)."""
-    if status is not None and status not in STATUSES:
-        raise ConfigError(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
+    """Tasks in id order (keyset pagination with ``after_id``; :func:`task_window`)."""
+    query = task_window(
+        select(Task, Model, Benchmark)
+        .join(Model, Model.id == Task.model_id)
+        .join(Benchmark, Benchmark.id == Task.benchmark_id),
+        status=status,
+        model_id=model_id,
+        benchmark=benchmark,
+        after_id=after_id,
+        limit=limit,
+    )
     with ctx.db.read() as session:
-        query = (
-            select(Task, Model, Benchmark)
-            .join(Model, Model.id == Task.model_id)
-            .join(Benchmark, Benchmark.id == Task.benchmark_id)
-            .where(Task.id > after_id)
-        )
-        if status:
-            query = query.where(Task.status == status)
-        if model_id is not None:
-            query = query.where(Task.model_id == model_id)
-        if benchmark:
-            query = query.where(Benchmark.name == benchmark)
-        rows = session.execute(query.order_by(Task.id).limit(limit)).all()
+        rows = session.execute(query).all()
         ids = [t.id for t, _, _ in rows]
         results: dict[int, list[Result]] = {i: [] for i in ids}
         for r in session.scalars(select(Result).where(Result.task_id.in_(ids)).order_by(Result.id)):

@@ -125,3 +125,11 @@ def admin_context(
         db.dispose()
         raise
     return ServerContext(settings, db, SqlTaskQueue(db, settings.lease_seconds), utc_now)
+
+
+def reader_context(settings: ServerSettings, datasets_dir: Path | None = None) -> ServerContext:
+    """A context for reading an existing database (``export-site``): the admin
+    commands' context, which changes nothing the server owns."""
+    ctx = admin_context(settings, hint="")
+    ctx.datasets_dir = datasets_dir
+    return ctx

@@ -9,17 +9,12 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
+from quorumbench.services.board import BoardPage, BoardRow, Score
 from quorumbench.services.failures import Failure
-from quorumbench.services.site import (
-    BoardPage,
-    BoardRow,
-    CompareView,
-    ModelView,
-    RunnerRow,
-    Score,
-    TaskDetail,
-    TaskSummary,
-)
+from quorumbench.services.views.compare import CompareView
+from quorumbench.services.views.model import ModelView
+from quorumbench.services.views.runners import RunnerRow
+from quorumbench.services.views.tasks import TaskDetail, TaskSummary
 
 
 def _time(value: datetime | None) -> str | None:

@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from quorumbench.services import site
+from quorumbench.services.board import MODEL_TYPES, BoardPage, BoardQuery, all_model_ids, board
 from quorumbench.services.context import ServerContext
+from quorumbench.services.subjects import load_labels
+from quorumbench.services.views.model import model_view
 from quorumbench.web import data
 from quorumbench.web.render import STATIC_DIR, StaticLinks, render
 
@@ -37,12 +39,12 @@ def _json(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False) + "\n"
 
 
-def full_board(ctx: ServerContext) -> site.BoardPage:
+def full_board(ctx: ServerContext) -> BoardPage:
     """Every leaderboard row in rank order, as one page."""
-    first = site.board(ctx, site.BoardQuery(per_page=1000))
+    first = board(ctx, BoardQuery(per_page=1000))
     rows = list(first.rows)
     for number in range(2, first.pages + 1):
-        rows += site.board(ctx, site.BoardQuery(per_page=1000, page=number)).rows
+        rows += board(ctx, BoardQuery(per_page=1000, page=number)).rows
     return replace(first, rows=rows, pages=1)
 
 
@@ -52,8 +54,8 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
     shutil.copytree(STATIC_DIR, directory / "static", dirs_exist_ok=True)
     exported_at = ctx.now()
     top, down = StaticLinks(0), StaticLinks(1)
-    unlabelled = site.load_labels(ctx)
-    board = full_board(ctx)
+    unlabelled = load_labels(ctx)
+    everything = full_board(ctx)
     common = {"exported_at": exported_at, "data_path": ""}
     files = 0
     _write(
@@ -61,9 +63,9 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
         render(
             "leaderboard.html",
             top,
-            page=board,
+            page=everything,
             state={},
-            types=site.MODEL_TYPES,
+            types=MODEL_TYPES,
             quorum=ctx.settings.quorum,
             refresh_url=None,
             static_json="leaderboard.json",
@@ -72,8 +74,8 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
             **common,
         ),
     )
-    _write(directory / "leaderboard.json", _json(data.board_dict(board)))
-    _write(directory / "leaderboard.csv", data.board_csv(board))
+    _write(directory / "leaderboard.json", _json(data.board_dict(everything)))
+    _write(directory / "leaderboard.csv", data.board_csv(everything))
     files += 3
     for name, extra in (
         ("methodology", {}),
@@ -82,9 +84,9 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
         html = render(f"{name}.html", top, settings=ctx.settings, active=name, **extra, **common)
         _write(directory / f"{name}.html", html)
         files += 1
-    ids = site.all_model_ids(ctx)
+    ids = all_model_ids(ctx)
     for model_id in ids:
-        view = site.model_view(ctx, model_id)
+        view = model_view(ctx, model_id)
         html = render(
             "model.html",
             down,

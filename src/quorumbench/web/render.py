@@ -17,7 +17,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from quorumbench import __version__
 from quorumbench.core.consensus import SAMPLE_EPSILON
-from quorumbench.services.site import FAILURES_SHOWN
+from quorumbench.services.views import FAILURES_SHOWN
 from quorumbench.web import charts
 
 PACKAGE_DIR = Path(__file__).parent

@@ -20,8 +20,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from quorumbench.errors import ConfigError, NotFoundError, QuorumError
-from quorumbench.services import site
+from quorumbench.services import tasks
+from quorumbench.services.board import MODEL_TYPES, BoardPage, BoardQuery, board, paged
 from quorumbench.services.context import ServerContext
+from quorumbench.services.views.compare import compare
+from quorumbench.services.views.model import model_view
+from quorumbench.services.views.runners import runner_list
+from quorumbench.services.views.tasks import task_detail, task_list
 from quorumbench.web import data
 from quorumbench.web.render import STATIC_DIR, Links, default_order, render
 
@@ -83,10 +88,10 @@ def _board_query(
     license: str | None,
     page: int,
     per_page: int,
-) -> tuple[site.BoardQuery, dict[str, Any]]:
+) -> tuple[BoardQuery, dict[str, Any]]:
     """The service query and the non-default parameters (the page's URL state)."""
     descending = (order or default_order(sort)) == "desc"
-    query = site.BoardQuery(
+    query = BoardQuery(
         benchmark=benchmark or None,
         sort=sort,
         descending=descending,
@@ -113,7 +118,7 @@ def _board_query(
     return query, {k: v for k, v in state.items() if v not in (None, "")}
 
 
-def sort_state(state: dict[str, Any], query: site.BoardQuery) -> Callable[[str], dict[str, Any]]:
+def sort_state(state: dict[str, Any], query: BoardQuery) -> Callable[[str], dict[str, Any]]:
     """For a column: the URL state that sorts by it (flipping the order if it is current)."""
 
     def for_column(column: str) -> dict[str, Any]:
@@ -131,7 +136,7 @@ def sort_state(state: dict[str, Any], query: site.BoardQuery) -> Callable[[str],
     return for_column
 
 
-def _count_text(page: site.BoardPage) -> str:
+def _count_text(page: BoardPage) -> str:
     text = f"{page.total} model{'' if page.total == 1 else 's'}"
     return text + (f" · page {page.query.page} of {page.pages}" if page.pages > 1 else "")
 
@@ -158,22 +163,22 @@ def leaderboard_page(
         query, state = _board_query(
             benchmark, sort, order, q, type, min_params, max_params, license, page, per_page
         )
-        board = site.board(_ctx(request), query)
+        shown = board(_ctx(request), query)
         if format == "json":
-            return JSONResponse(data.board_dict(board))
+            return JSONResponse(data.board_dict(shown))
         if format == "csv":
-            return _csv(data.board_csv(board), "leaderboard")
+            return _csv(data.board_csv(shown), "leaderboard")
         if fragment:
-            rows = render("_board_rows.html", LINKS, page=board)
-            return JSONResponse({"html": rows, "count": _count_text(board)})
+            rows = render("_board_rows.html", LINKS, page=shown)
+            return JSONResponse({"html": rows, "count": _count_text(shown)})
         return HTMLResponse(
             render(
                 "leaderboard.html",
                 LINKS,
-                page=board,
+                page=shown,
                 state=state,
-                types=site.MODEL_TYPES,
-                sort_state=sort_state(state, board.query),
+                types=MODEL_TYPES,
+                sort_state=sort_state(state, shown.query),
                 quorum=_ctx(request).settings.quorum,
                 refresh_url=LINKS.home(**state, fragment=1),
                 data_path=LINKS.home(**state),
@@ -187,7 +192,7 @@ def leaderboard_page(
 @router.get("/models/{model_id}")
 def model_page(request: Request, model_id: int, format: Format = "html") -> Response:
     def build() -> Response:
-        view = site.model_view(_ctx(request), model_id)
+        view = model_view(_ctx(request), model_id)
         if format == "json":
             return JSONResponse(data.model_dict(view))
         if format == "csv":
@@ -220,7 +225,7 @@ def compare_page(
             if len(set(ids)) == 1 and format == "html":  # from a model page's link
                 error = "Add one to three more model ids, separated by commas."
             else:
-                view = site.compare(_ctx(request), ids)
+                view = compare(_ctx(request), ids)
         elif format != "html":
             raise ConfigError("name two to four models: models=ID,ID,...")
         if view is not None and format == "json":
@@ -254,11 +259,11 @@ def tasks_page(
     """Tasks, newest first; ``fragment=1`` gives the table body as JSON (auto-refresh)."""
 
     def build() -> Response:
-        tasks = site.task_list(_ctx(request), status=status or None, limit=limit, before_id=before)
+        found = task_list(_ctx(request), status=status or None, limit=limit, before_id=before)
         if fragment:
-            html = render("_tasks_rows.html", LINKS, tasks=tasks, show_model=True)
+            html = render("_tasks_rows.html", LINKS, tasks=found, show_model=True)
             return JSONResponse({"html": html})
-        rows = [data.task_dict(t) for t in tasks]
+        rows = [data.task_dict(t) for t in found]
         if format == "json":
             return JSONResponse({"tasks": rows})
         if format == "csv":
@@ -274,10 +279,10 @@ def tasks_page(
             render(
                 "tasks.html",
                 LINKS,
-                tasks=tasks,
+                tasks=found,
                 status=status or None,
-                statuses=site.TASK_STATUSES,
-                next_before=tasks[-1].id if len(tasks) == limit else None,
+                statuses=tasks.STATUSES,
+                next_before=found[-1].id if len(found) == limit else None,
                 data_path=f"/tasks{query}",
                 refresh_url="/tasks?" + urlencode({**params, "fragment": 1}),
                 active="tasks",
@@ -290,7 +295,7 @@ def tasks_page(
 @router.get("/tasks/{task_id}")
 def task_page(request: Request, task_id: int, format: Format = "html") -> Response:
     def build() -> Response:
-        detail = site.task_detail(_ctx(request), task_id)
+        detail = task_detail(_ctx(request), task_id)
         if format == "json":
             return JSONResponse(jsonable_encoder(data.task_detail_dict(detail)))
         if format == "csv":
@@ -321,11 +326,11 @@ def runners_page(
     """Runners, most results first; ``q`` searches runner and account names."""
 
     def build() -> Response:
-        runners = site.runner_list(_ctx(request))
+        runners = runner_list(_ctx(request))
         if q:
             needle = q.lower()
             runners = [r for r in runners if needle in f"{r.account}/{r.name}".lower()]
-        shown, number, pages = site.paged(runners, page, per_page)
+        shown, number, pages = paged(runners, page, per_page)
         rows = [data.runner_dict(r) for r in shown]
         if format == "json":
             return JSONResponse(

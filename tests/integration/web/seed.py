@@ -24,10 +24,10 @@ from quorumbench.db.models import Benchmark, Epoch, Lease, Model, Runner, Task
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import Principal, create_account
+from quorumbench.services.board import active_benchmarks
 from quorumbench.services.model_metadata import ModelMetadata
 from quorumbench.services.models import register_model
 from quorumbench.services.results import ResultPayload, submit_result
-from quorumbench.services.site import active_benchmarks
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from quorumbench.api.app import create_app
-from quorumbench.services.site import reader_context
+from quorumbench.services.wiring import reader_context
 from quorumbench.web.export import export_site
 from quorumbench.web.routes import parse_size
 

@@ -18,8 +18,8 @@ from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.app import app as cli
 from quorumbench.cli.server_cmd import leaderboard as cli_leaderboard
+from quorumbench.services.board import BOARD_SORTS
 from quorumbench.services.leaderboard import SORT_KEYS
-from quorumbench.services.site import BOARD_SORTS
 
 Triples = dict[int, tuple[int, int, int]]
 

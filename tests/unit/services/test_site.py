@@ -1,10 +1,11 @@
-"""Pure helpers of services/site.py (the web pages' reads)."""
+"""Pure helpers of the web pages' reads: services/board.py, lineage.py, subjects.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from quorumbench.services.site import model_type, revision_url
+from quorumbench.services.board import model_type
+from quorumbench.services.lineage import revision_url
 
 
 @pytest.mark.parametrize(
@@ -52,19 +53,19 @@ class _Labelled:
 def test_subject_labels_are_cached_and_unknown_ids_are_none():
     from types import SimpleNamespace
 
-    from quorumbench.services.site import _subjects
+    from quorumbench.services.subjects import subject_labels
 
     bench = _Labelled()
     ctx = SimpleNamespace(loaded_benchmarks={"quiz": bench}, sample_subjects={})
-    got = _subjects(ctx, "quiz", 2, "ab" * 32, ["law-1", "law-1", "health-2"])
+    got = subject_labels(ctx, "quiz", 2, "ab" * 32, ["law-1", "law-1", "health-2"])
     assert got == {"law-1": "law", "health-2": "health"}
     assert bench.calls == [["law-1", "health-2"]]  # each id once
-    got = _subjects(ctx, "quiz", 2, "ab" * 32, ["law-1", "bogus", "art-3"])
+    got = subject_labels(ctx, "quiz", 2, "ab" * 32, ["law-1", "bogus", "art-3"])
     assert got["bogus"] is None and got["art-3"] == "art"
     assert bench.calls[1:] == [["bogus", "art-3"], ["bogus"], ["art-3"]]  # then one by one
-    _subjects(ctx, "quiz", 2, "ab" * 32, ["bogus"])
+    subject_labels(ctx, "quiz", 2, "ab" * 32, ["bogus"])
     assert len(bench.calls) == 4  # a missing id is remembered too
     # another version or data than the one loaded, or not loaded at all: no labels
-    assert _subjects(ctx, "quiz", 3, "ab" * 32, ["law-1"]) == {}
-    assert _subjects(ctx, "quiz", 2, "cd" * 32, ["law-1"]) == {}
-    assert _subjects(ctx, "other", 1, "ab" * 32, ["law-1"]) == {}
+    assert subject_labels(ctx, "quiz", 3, "ab" * 32, ["law-1"]) == {}
+    assert subject_labels(ctx, "quiz", 2, "cd" * 32, ["law-1"]) == {}
+    assert subject_labels(ctx, "other", 1, "ab" * 32, ["law-1"]) == {}

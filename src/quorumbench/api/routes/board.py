@@ -8,15 +8,12 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
-from sqlalchemy import select
 
 from quorumbench.api.deps import Context
 from quorumbench.api.schemas import BenchmarkOut, EpochOut, LeaderboardOut, LeaderboardRowOut
-from quorumbench.db.models import Benchmark, Epoch
-from quorumbench.errors import NotFoundError
+from quorumbench.services import benchmarks, epochs
 from quorumbench.services import tasks as task_service
 from quorumbench.services.leaderboard import SortKey, leaderboard
-from quorumbench.services.scheduler import ensure_epoch, revealed_seed
 
 router = APIRouter(prefix="/v0", tags=["leaderboard"])
 CSV_COLUMNS = list(LeaderboardRowOut.model_fields)
@@ -80,32 +77,24 @@ def get_task(task_id: int, ctx: Context) -> dict[str, Any]:
 
 @router.get("/benchmarks", response_model=list[BenchmarkOut])
 def list_benchmarks(ctx: Context) -> list[BenchmarkOut]:
-    with ctx.db.read() as session:
-        return [
-            BenchmarkOut.model_validate(b)
-            for b in session.scalars(select(Benchmark).order_by(Benchmark.name, Benchmark.version))
-        ]
+    return [BenchmarkOut.model_validate(b) for b in benchmarks.list_benchmarks(ctx)]
 
 
-def _epoch_out(epoch: Epoch, ctx: Context) -> EpochOut:
+def _epoch_out(epoch: epochs.PublicEpoch) -> EpochOut:
     return EpochOut(
         id=epoch.id,
         starts_at=epoch.starts_at,
         ends_at=epoch.ends_at,
         seed_commitment=epoch.seed_commitment,
-        seed=revealed_seed(epoch, ctx.now()),
+        seed=epoch.seed,
     )
 
 
 @router.get("/epochs/current", response_model=EpochOut)
 def current_epoch(ctx: Context) -> EpochOut:
-    return _epoch_out(ensure_epoch(ctx, ctx.now()), ctx)
+    return _epoch_out(epochs.current_epoch(ctx))
 
 
 @router.get("/epochs/{epoch_id}", response_model=EpochOut)
 def get_epoch(epoch_id: int, ctx: Context) -> EpochOut:
-    with ctx.db.read() as session:
-        epoch = session.get(Epoch, epoch_id)
-    if epoch is None:
-        raise NotFoundError(f"no epoch {epoch_id}")
-    return _epoch_out(epoch, ctx)
+    return _epoch_out(epochs.get_epoch(ctx, epoch_id))

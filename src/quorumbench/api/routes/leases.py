@@ -25,10 +25,10 @@ from quorumbench.api.schemas import (
 )
 from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.logs import event
-from quorumbench.queue.base import Claim, Claimant
+from quorumbench.services import leases
 from quorumbench.services.accounts import Principal, authenticate
 from quorumbench.services.context import ServerContext
-from quorumbench.services.failures import report_failure
+from quorumbench.services.leases import Claim, Claimant
 from quorumbench.services.ratelimit import count_write
 from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
@@ -96,7 +96,7 @@ async def pull(
 
     def work() -> Claim | None:
         claimant = _claimant(ctx, token, "task:pull", body.runner, pulling=True)
-        claim = ctx.queue.claim(claimant, ctx.now(), body.pull_key)
+        claim = leases.pull(ctx, claimant, body.pull_key)
         _granted(claimant, claim)
         return claim
 
@@ -119,7 +119,7 @@ async def heartbeat(
 
     def work() -> datetime:
         claimant = _claimant(ctx, token, "task:pull", runner)
-        return ctx.queue.heartbeat(claimant, lease_id, body.attempt, ctx.now())
+        return leases.heartbeat(ctx, claimant, lease_id, body.attempt)
 
     return HeartbeatOut(lease_id=lease_id, expires_at=await offload(request, work))
 
@@ -137,7 +137,7 @@ async def release(
 
     def work() -> None:
         claimant = _claimant(ctx, token, "task:pull", runner)
-        ctx.queue.release(claimant, lease_id, attempt, ctx.now())
+        leases.release(ctx, claimant, lease_id, attempt)
         event(log, "lease.released", lease=lease_id, **_who(claimant))
 
     await offload(request, work)
@@ -160,7 +160,7 @@ async def fail(
 
     def work() -> None:
         claimant = _claimant(ctx, token, "task:pull", runner)
-        report_failure(ctx, claimant, lease_id, body.attempt, body.reason)
+        leases.report_failure(ctx, claimant, lease_id, body.attempt, body.reason)
         event(log, "lease.failed", lease=lease_id, reason=body.reason, **_who(claimant))
 
     await offload(request, work)
@@ -220,7 +220,7 @@ def _pull_next(ctx: ServerContext, principal: Principal, runner: str, key: str) 
     """
     try:
         claimant = runner_for(ctx, principal, runner)
-        claim = ctx.queue.claim(claimant, ctx.now(), key)
+        claim = leases.pull(ctx, claimant, key)
     except (PermissionDeniedError, ServiceUnavailableError):
         return None
     _granted(claimant, claim)

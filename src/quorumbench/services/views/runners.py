@@ -1,0 +1,60 @@
+"""The runners page: every runner with its contributions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+
+from quorumbench.db.models import Account, Result, Runner
+from quorumbench.services.board import kept
+from quorumbench.services.context import ServerContext
+
+
+@dataclass(frozen=True)
+class RunnerRow:
+    id: int
+    name: str
+    account: str
+    results: int
+    agreements: int
+    outliers: int
+    agreement_rate: float | None
+    suspended: bool
+    last_seen_at: datetime | None
+
+
+def runner_list(ctx: ServerContext) -> list[RunnerRow]:
+    """Every runner with its contributions, most results first (kept, :func:`kept`:
+    counting results scans the whole table)."""
+    return kept(ctx, ("runners",), lambda: _runners(ctx))
+
+
+def _runners(ctx: ServerContext) -> list[RunnerRow]:
+    with ctx.db.read() as session:
+        counts: dict[int, int] = {
+            runner_id: n
+            for runner_id, n in session.execute(
+                select(Result.runner_id, func.count()).group_by(Result.runner_id)
+            )
+        }
+        rows = session.execute(
+            select(Runner, Account.name).join(Account, Account.id == Runner.account_id)
+        )
+        out = [
+            RunnerRow(
+                r.id,
+                r.name,
+                account,
+                counts.get(r.id, 0),
+                r.agreements,
+                r.outliers,
+                r.agreements / (r.agreements + r.outliers) if r.agreements + r.outliers else None,
+                r.suspended,
+                r.last_seen_at,
+            )
+            for r, account in rows
+        ]
+    out.sort(key=lambda r: (-r.results, r.id))
+    return out
