@@ -51,7 +51,9 @@ def revision_url(ref: str, revision: str) -> str | None:
     return None
 
 
-def _other_revisions(column: InstrumentedAttribute[str | None], of: ModelRef) -> ColumnElement[bool]:
+def _other_revisions(
+    column: InstrumentedAttribute[str | None], of: ModelRef
+) -> ColumnElement[bool]:
     """``column`` holds a ref that may be ``of`` at some revision (checked after)."""
     return column.startswith(of.canonical() + "@", autoescape=True)
 

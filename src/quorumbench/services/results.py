@@ -9,51 +9,35 @@ payload under a lease that already submitted is a conflict.
 
 from __future__ import annotations
 
-import logging
 import math
-import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
-from sqlalchemy import Connection, Integer, bindparam, exists, func, insert, select, update
+from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
 
 from quorumbench.core.canonical import predictions_digest
-from quorumbench.core.consensus import (
-    Verdict,
-    Vote,
-    canary_passes,
-    quorum_verdict,
-    verdict_from_dict,
-)
-from quorumbench.core.leaderboard import Accumulator
+from quorumbench.core.consensus import Vote, quorum_verdict
 from quorumbench.core.signing import result_digest
-from quorumbench.db.models import (
-    Benchmark,
-    ConsensusOutcome,
-    LeaderboardEntry,
-    Lease,
-    Model,
-    Result,
-    Runner,
-    Task,
-)
+from quorumbench.db.models import Benchmark, Lease, Model, Result, Runner, Task
 from quorumbench.errors import (
     ConflictError,
     InvalidSubmissionError,
     LeaseExpiredError,
     NotFoundError,
 )
-from quorumbench.logs import event
 from quorumbench.queue.base import Claimant
-from quorumbench.services import publiclog
+from quorumbench.services.canaries import _canary_wanted, _finish_canary, _settle_as_canary
 from quorumbench.services.context import ServerContext
-from quorumbench.services.leaderboard import entry_values, refresh_aggregate
+from quorumbench.services.finalize import (
+    _COUNTED,
+    _TASK,
+    _log_final,
+    _publish_done,
+    _record_outcome,
+    _TaskState,
+)
 from quorumbench.services.runner_keys import ResultSignature, check_signature
-
-log = logging.getLogger("quorumbench.results")
 
 
 class ResultPayload(BaseModel):
@@ -180,11 +164,6 @@ _SUBMITTED = (
     .where(Lease.id == bindparam("lease_id", type_=Integer))
     .values(state="SUBMITTED", ended_at=bindparam("now"))
 )
-_COUNTED = (
-    select(Result.id, Result.runner_id, Result.score, Result.sample_scores)
-    .where(Result.task_id == bindparam("task_id", type_=Integer), Result.counted)
-    .order_by(Result.id)
-)
 
 
 def submit_result(
@@ -267,57 +246,10 @@ def submit_result(
     return SubmitOutcome(result_id, state.id, state.status, state.round, False)
 
 
-@dataclass
-class _TaskState:
-    """The task's status and round as the submission leaves them."""
-
-    id: int
-    status: str
-    round: int
-    quorum: int
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    """What the decision did, logged once its transaction has committed."""
-
-    def note(self, name: str, **fields: Any) -> None:
-        self.events.append((name, {"task": self.id, **fields}))
-
-    def log(self) -> None:
-        for name, fields in self.events:
-            event(log, name, **fields)
-
-
 _RESULT_OF_LEASE = select(Result.id, Result.payload_sha256).where(
     Result.lease_id == bindparam("lease_id", type_=Integer)
 )
-_TASK = update(Task).where(Task.id == bindparam("task_id_", type_=Integer))
-"""Set the task's columns named in the parameters (``task_id_`` picks the task)."""
 _REOPEN = _TASK.values(open_slots=Task.open_slots + 1)
-_ENTRY = update(LeaderboardEntry).where(
-    LeaderboardEntry.model_id == bindparam("model_id_", type_=Integer),
-    LeaderboardEntry.benchmark_id == bindparam("benchmark_id_", type_=Integer),
-)
-_RECORD = insert(ConsensusOutcome)
-_OUTLIERS = (
-    update(Result).where(Result.id.in_(bindparam("ids", expanding=True))).values(outlier=True)
-)
-_TALLY = (
-    update(Runner)
-    .where(Runner.id == bindparam("runner_id_", type_=Integer))
-    .values(
-        agreements=Runner.agreements + bindparam("agree", type_=Integer),
-        outliers=Runner.outliers + bindparam("out", type_=Integer),
-    )
-)
-_SUSPEND = (
-    update(Runner)
-    .where(
-        Runner.id == bindparam("runner_id_", type_=Integer),
-        Runner.outliers >= bindparam("limit", type_=Integer),
-        Runner.outliers > Runner.agreements,
-        Runner.suspended.is_(False),
-    )
-    .values(suspended=True)
-)
 
 
 def _repeat(conn: Connection, lease: Any, digest: str) -> SubmitOutcome:
@@ -366,255 +298,3 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
         {"task_id_": task.id, "status": "DISPUTED", "round": task.round, "quorum": task.quorum},
     )
     return [task.id]
-
-
-def _log_final(
-    ctx: ServerContext, conn: Connection, task: _TaskState, verdict: Verdict, now: datetime
-) -> None:
-    """Append a task that reached its final status to the public log."""
-    entry = publiclog.log_entry(conn, task.id, task.round, verdict, now)
-    publiclog.append(ctx, conn, task.id, entry, now)
-
-
-def _publish_done(
-    ctx: ServerContext,
-    conn: Connection,
-    task_row: Any,
-    task: _TaskState,
-    counted: Sequence[Any],
-    verdict: Verdict,
-    now: datetime,
-) -> None:
-    """Make a DONE verdict public: outcome, reputation, leaderboard and log."""
-    _record_outcome(conn, task, verdict, now)
-    task.status = "DONE"
-    conn.execute(
-        _TASK,
-        {"task_id_": task.id, "status": "DONE", "score": verdict.score, "finalized_at": now},
-    )
-    _update_reputation(ctx, conn, counted, verdict)
-    _update_leaderboard(ctx, conn, task_row, verdict, now)
-    _log_final(ctx, conn, task, verdict, now)
-    task.note("task.finalized", status="DONE", round=task.round, score=verdict.score)
-
-
-# --- canaries ----------------------------------------------------------------------
-#
-# A canary is a spot check: a task that has just reached consensus is, now and then,
-# kept open for one more runner instead of being published. To that runner it is an
-# ordinary open task of the current epoch (same payload, same public view: open
-# tasks show no results and no result count); its result is compared with the
-# settled answer, and a wrong one costs reputation. Then the task is published with
-# the consensus it had reached (the canary result is stored and logged, never voted).
-# A settled task that no runner takes within ``canary_window_s`` is published anyway.
-
-_OTHER_RUNNER = (
-    select(Runner.id)
-    .where(
-        Runner.suspended.is_(False),
-        Runner.last_seen_at >= bindparam("since"),
-        Runner.account_id != bindparam("owner_id", type_=Integer),
-        ~exists().where(
-            Lease.task_id == bindparam("task_id", type_=Integer),
-            Lease.account_id == Runner.account_id,
-        ),
-    )
-    .limit(1)
-)
-"""A runner seen lately that could take the canary slot (not the owner's, no lease on it)."""
-
-
-_CHANCE = random.SystemRandom()
-"""Which settled tasks become canaries must not be predictable from outside."""
-
-
-def _canary_wanted(ctx: ServerContext, conn: Connection, task_row: Any, now: datetime) -> bool:
-    rate = ctx.settings.canary_rate
-    if rate <= 0 or _CHANCE.random() >= rate:
-        return False
-    owner = conn.execute(select(Model.owner_id).where(Model.id == task_row.model_id)).scalar()
-    since = now - timedelta(seconds=ctx.settings.canary_window_s)
-    params = {"since": since, "owner_id": owner, "task_id": task_row.task_id}
-    return conn.execute(_OTHER_RUNNER, params).first() is not None
-
-
-def _settle_as_canary(
-    ctx: ServerContext, conn: Connection, task: _TaskState, verdict: Verdict, now: datetime
-) -> None:
-    deadline = now + timedelta(seconds=ctx.settings.canary_window_s)
-    canary = {
-        "verdict": verdict.as_dict(),
-        "settled_at": now.isoformat(),
-        "deadline": deadline.isoformat(),
-        "threshold": ctx.settings.agreement_threshold,
-        "checks": [],
-    }
-    conn.execute(_TASK, {"task_id_": task.id, "canary": canary, "open_slots": 1})
-
-
-def _finish_canary(
-    ctx: ServerContext,
-    conn: Connection,
-    lease: Any,
-    task: _TaskState,
-    result_id: int,
-    payload: ResultPayload,
-) -> str:
-    """Check a canary result against the settled verdict, then publish the task.
-
-    The rule is the one the verdict was reached with (its ``tolerance`` and
-    ``epsilon``; a canary settled before the per-sample rule is checked on scores)."""
-    canary = dict(lease.canary)
-    verdict = verdict_from_dict(canary["verdict"])
-    counted = conn.execute(_COUNTED, {"task_id": task.id}).all()
-    inside = set(verdict.agreeing)
-    agreeing = [r.score for r in counted if r.id in inside]
-    passed = canary_passes(
-        agreeing,
-        payload.score,
-        canary["threshold"],
-        sample_scores=payload.sample_scores,
-        sample_consensus=verdict.sample_consensus,
-        tolerance=verdict.tolerance,
-        epsilon=verdict.epsilon,
-    )
-    if not passed:
-        conn.execute(_OUTLIERS, {"ids": [result_id]})
-    _tally(ctx, conn, {lease.runner_id: (1, 0) if passed else (0, 1)})
-    task.note("canary.checked", result=result_id, passed=passed)
-    checks = [*canary["checks"], {"result_id": result_id, "passed": passed}]
-    conn.execute(_TASK, {"task_id_": task.id, "canary": {**canary, "checks": checks}})
-    _publish_done(ctx, conn, lease, task, counted, verdict, ctx.now())
-    return task.status
-
-
-def publish_overdue_canaries(ctx: ServerContext, now: datetime) -> int:
-    """Publish settled tasks whose canary window is over and that nobody is running."""
-    with ctx.db.read() as session:
-        waiting = session.execute(
-            # An open task is PENDING or DISPUTED (ix_tasks_status_id): this runs every
-            # tick, so it reads the open tasks, never the finished history.
-            select(Task.id, Task.canary).where(
-                Task.status.in_(("PENDING", "DISPUTED")),
-                Task.finalized_at.is_(None),
-                Task.canary.is_not(None),
-            )
-        ).all()
-    due = [t.id for t in waiting if datetime.fromisoformat(t.canary["deadline"]) <= now]
-    published = 0
-    for task_id in due:
-        state = None
-        with ctx.db.write_connection() as conn:
-            query = _LEASE_TASK
-            if ctx.db.dialect != "sqlite":
-                query = query.with_for_update()
-            row = conn.execute(query, {"task_id": task_id}).first()
-            if row is None or row.finalized_at is not None:
-                continue
-            busy = conn.execute(
-                select(Lease.id).where(Lease.task_id == task_id, Lease.state == "ACTIVE").limit(1)
-            ).first()
-            if busy is not None:
-                continue  # its submission (or its expiry, next time) settles it
-            conn.execute(_TASK, {"task_id_": task_id, "open_slots": 0})
-            state = _TaskState(task_id, row.status, row.round, row.quorum)
-            counted = conn.execute(_COUNTED, {"task_id": task_id}).all()
-            verdict = verdict_from_dict(row.canary["verdict"])
-            _publish_done(ctx, conn, row, state, counted, verdict, now)
-            state.note("canary.unclaimed")
-            published += 1
-        if state is not None:
-            state.log()
-    return published
-
-
-_LEASE_TASK = select(
-    Task.id.label("task_id"),
-    Task.status,
-    Task.round,
-    Task.quorum,
-    Task.model_id,
-    Task.benchmark_id,
-    Task.n_samples,
-    Task.finalized_at,
-    Task.canary,
-).where(Task.id == bindparam("task_id", type_=Integer))
-"""A task with the columns ``_publish_done`` reads (shaped like a ``_LEASE`` row)."""
-
-
-_RULE_FIELDS = ("tolerance", "epsilon")
-"""Verdict fields the public log carries but ``consensus_outcomes`` does not store."""
-
-
-def _record_outcome(conn: Connection, task: _TaskState, verdict: Verdict, now: datetime) -> None:
-    fields = {k: v for k, v in verdict.as_dict().items() if k not in _RULE_FIELDS}
-    conn.execute(_RECORD, {"task_id": task.id, "round": task.round, **fields, "decided_at": now})
-
-
-def _update_reputation(
-    ctx: ServerContext, conn: Connection, counted: Sequence[Any], verdict: Verdict
-) -> None:
-    """Count agreements and outliers per runner with atomic increments.
-
-    Runners are updated in id order, so two tasks finalizing at once on PostgreSQL
-    take the row locks in the same order and cannot deadlock, and ``x = x + 1`` in
-    SQL never loses a concurrent increment.
-    """
-    outliers = set(verdict.outliers)
-    if outliers:
-        conn.execute(_OUTLIERS, {"ids": sorted(outliers)})
-    deltas: dict[int, tuple[int, int]] = {}
-    for result in counted:
-        agree, out = deltas.get(result.runner_id, (0, 0))
-        if result.id in outliers:
-            out += 1
-        else:
-            agree += 1
-        deltas[result.runner_id] = (agree, out)
-    _tally(ctx, conn, deltas)
-
-
-def _tally(ctx: ServerContext, conn: Connection, deltas: dict[int, tuple[int, int]]) -> None:
-    """Add (agreements, outliers) per runner id; suspend runners over the limit."""
-    tallies = [
-        {"runner_id_": runner_id, "agree": agree, "out": out}
-        for runner_id, (agree, out) in sorted(deltas.items())
-    ]
-    conn.execute(_TALLY, tallies)
-    limit = ctx.settings.outlier_limit
-    for tally in tallies:
-        if tally["out"]:
-            suspended = conn.execute(_SUSPEND, {"runner_id_": tally["runner_id_"], "limit": limit})
-            if suspended.rowcount:
-                ctx.identities.clear()  # it may no longer pull: forget its cached id
-
-
-def _update_leaderboard(
-    ctx: ServerContext, conn: Connection, task: Any, verdict: Verdict, now: datetime
-) -> None:
-    """Add a DONE task to its (model, benchmark) row, then the model's aggregate."""
-    assert verdict.score is not None
-    samples = list(verdict.sample_consensus) or [verdict.score] * task.n_samples
-    key = {"model_id": task.model_id, "benchmark_id": task.benchmark_id}
-    # Two tasks of one (model, benchmark) finalizing at once serialize on this row.
-    empty = {
-        "n_tasks": 0,
-        "n_samples": 0,
-        "weighted_sum": 0.0,
-        "sample_sum": 0.0,
-        "sample_sumsq": 0.0,
-        "score": 0.0,
-        "stderr": 0.0,
-        "ci_low": 0.0,
-        "ci_high": 0.0,
-        "updated_at": now,
-    }
-    entry = ctx.db.locked_row(conn, LeaderboardEntry, key, empty)
-    before = Accumulator(
-        entry.n_tasks, entry.n_samples, entry.weighted_sum, entry.sample_sum, entry.sample_sumsq
-    )
-    values = entry_values(before.add_task(verdict.score, samples), now)
-    conn.execute(_ENTRY, {"model_id_": task.model_id, "benchmark_id_": task.benchmark_id, **values})
-    # Then the model's aggregate over benchmarks, in this transaction: it locks the
-    # aggregate row after the per-benchmark row above (the one lock order everywhere).
-    refresh_aggregate(ctx, conn, task.model_id)

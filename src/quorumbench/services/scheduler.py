@@ -35,8 +35,8 @@ from quorumbench.core.scheduling import (
 from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
 from quorumbench.errors import QuorumError
 from quorumbench.services.benchmarks import loaded
+from quorumbench.services.canaries import publish_overdue_canaries
 from quorumbench.services.context import ServerContext
-from quorumbench.services.results import publish_overdue_canaries
 
 
 def epoch_index(ctx: ServerContext, when: datetime) -> int:
