@@ -288,7 +288,7 @@ class ServerSettings(BaseSettings):
     auth_key_file: Path | None = Field(
         None,
         description="Ed25519 key (PEM) that signs access JWTs; default "
-        "<data_dir>/auth-signing-key.pem, made on first use.",
+        "<data_dir>/auth-signing-key.pem, made on the server's first start.",
     )
     oidc_issuers: list[OidcIssuer] = Field(
         default_factory=list,

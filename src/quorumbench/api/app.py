@@ -26,7 +26,7 @@ from quorumbench.logs import FIELDS, event
 from quorumbench.services.context import ServerContext
 from quorumbench.services.health import health as service_health
 from quorumbench.services.scheduler import tick
-from quorumbench.services.wiring import build_context
+from quorumbench.services.wiring import build_context, check_serving
 from quorumbench.settings import ServerSettings
 from quorumbench.web import routes as web
 
@@ -101,7 +101,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        ctx = context or build_context(settings, datasets_dir=datasets_dir)
+        if context is None:
+            ctx = build_context(settings, datasets_dir=datasets_dir)
+        else:
+            ctx = check_serving(context)  # a context built by the caller (tests, serve)
         app.state.context = ctx
         install_hot_path(app, ctx)
         if settings.insecure_dev_login:

@@ -9,10 +9,11 @@ import anyio.to_thread
 from anyio import CapacityLimiter
 from fastapi import Depends, FastAPI, Request
 
-from quorumbench.services.accounts import Principal, authenticate
+from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
 from quorumbench.services.leases import runs_inline
 from quorumbench.services.ratelimit import count_write
+from quorumbench.services.sessions import authenticate
 
 T = TypeVar("T")
 

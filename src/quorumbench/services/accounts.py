@@ -2,6 +2,9 @@
 
 A token is ``qb_`` plus 43 random URL-safe characters; only its SHA-256 is stored.
 Scopes: ``task:pull`` and ``task:submit`` (runners), ``model:register``, ``admin``.
+Login sessions and their access JWTs build on this module (``services/sessions.py``,
+which also authenticates a request's bearer of either kind); this module never
+imports them (an import-linter contract).
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -24,7 +28,7 @@ from quorumbench.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
-from quorumbench.services.context import ServerContext
+from quorumbench.services.context import IdentityKey, ServerContext, forget_identities
 
 SCOPES = ("task:pull", "task:submit", "model:register", "admin")
 DEFAULT_SCOPES = ("task:pull", "task:submit", "model:register")
@@ -51,6 +55,19 @@ class Principal:
         that carries the ``admin`` scope. A narrower token of an admin account has only
         its scopes."""
         return self.is_admin and "admin" in self.scopes
+
+
+class KnownToken(NamedTuple):
+    principal: Principal
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TokenDigest(IdentityKey[KnownToken]):
+    """The identity cache's key for an API token: its SHA-256 (the plain token is never
+    kept)."""
+
+    digest: str
 
 
 def token_hash(token: str) -> str:
@@ -133,26 +150,13 @@ def issue_token(
     return IssuedToken(token, record)
 
 
-def authenticate(ctx: ServerContext, token: str | None) -> Principal:
-    """The principal behind a bearer token (an API token or an access JWT)."""
-    if not token:
-        raise AuthenticationError("missing API token (Authorization: Bearer qb_…)")
-    if token.count(".") == 2 and not token.startswith("qb_"):
-        from quorumbench.services.sessions import authenticate_jwt  # it imports this module
-
-        return authenticate_jwt(ctx, token)
-    return authenticate_api_token(ctx, token)
-
-
 def authenticate_api_token(ctx: ServerContext, token: str) -> Principal:
     """The principal behind an API token (``qb_…``); raises AuthenticationError."""
     now = ctx.now()
     digest = token_hash(token)
-    cached = ctx.identities.get(("token", digest))
-    if cached is not None:
-        principal, expires_at = cached
-        if expires_at is None or expires_at > now:
-            return principal  # type: ignore[no-any-return]
+    cached = ctx.identities.get(TokenDigest(digest))
+    if cached is not None and (cached.expires_at is None or cached.expires_at > now):
+        return cached.principal
     with ctx.db.read() as session:
         row = session.execute(
             select(ApiToken, Account)
@@ -172,7 +176,7 @@ def authenticate_api_token(ctx: ServerContext, token: str) -> Principal:
     principal = Principal(
         account.id, account.name, account.is_admin, frozenset(record.scopes.split())
     )
-    ctx.identities.put(("token", digest), (principal, record.expires_at))
+    ctx.identities.put(TokenDigest(digest), KnownToken(principal, record.expires_at))
     return principal
 
 
@@ -189,4 +193,4 @@ def revoke_token(ctx: ServerContext, prefix: str) -> None:
             .where(AuthSession.via == opened_with(record.id), AuthSession.revoked_at.is_(None))
             .values(revoked_at=now)
         )
-    ctx.identities.clear()
+    forget_identities(ctx)

@@ -21,7 +21,7 @@ from quorumbench.core.leaderboard import Accumulator
 from quorumbench.db.models import ConsensusOutcome, LeaderboardEntry, Result, Runner, Task
 from quorumbench.logs import event
 from quorumbench.services import publiclog
-from quorumbench.services.context import ServerContext
+from quorumbench.services.context import ServerContext, forget_identities
 from quorumbench.services.leaderboard import entry_values, refresh_aggregate
 
 log = logging.getLogger("quorumbench.results")
@@ -159,7 +159,7 @@ def _tally(ctx: ServerContext, conn: Connection, deltas: dict[int, tuple[int, in
         if tally["out"]:
             suspended = conn.execute(_SUSPEND, {"runner_id_": tally["runner_id_"], "limit": limit})
             if suspended.rowcount:
-                ctx.identities.clear()  # it may no longer pull: forget its cached id
+                forget_identities(ctx)  # it may no longer pull: forget its cached id
 
 
 def _update_leaderboard(

@@ -11,15 +11,11 @@ log always matches the leaderboard it was written with. Formats and checks live 
 
 from __future__ import annotations
 
-import os
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Connection, Integer, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -49,86 +45,19 @@ from quorumbench.db.models import (
 )
 from quorumbench.errors import ConfigError, NotFoundError, ServiceUnavailableError
 from quorumbench.services.context import ServerContext
+from quorumbench.services.keys import MissingKeyError, SigningKey, key_from_pem, load_key_file
 from quorumbench.settings import ServerSettings
 
 KEY_FILE_NAME = "log-signing-key.pem"
+KEY_NAME = "log signing key"
+"""What errors about the log's key call it."""
 MAX_ENTRIES_PER_PAGE = 1000
-_LOAD_LOCK = threading.Lock()
 
 
-@dataclass(frozen=True)
-class LogSigner:
-    key: Ed25519PrivateKey
-    public_hex: str
-    key_id: str
-
-    def sign(self, message: bytes) -> str:
-        return self.key.sign(message).hex()
-
-
-def _signer(key: object, where: str) -> LogSigner:
-    if not isinstance(key, Ed25519PrivateKey):
-        raise ConfigError(f"the log signing key {where} is not an Ed25519 key")
-    public = key.public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
-    return LogSigner(key, public.hex(), sha256_hex(public))
-
-
-def signer_from_pem(pem: bytes, where: str) -> LogSigner:
-    """The Ed25519 key in ``pem`` (PKCS#8, unencrypted); ``where`` names it in errors."""
-    try:
-        key = serialization.load_pem_private_key(pem, password=None)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"cannot read the log signing key {where}: {exc}") from exc
-    return _signer(key, where)
-
-
-def make_key_file(path: Path) -> None:
-    """Write a new Ed25519 key to ``path`` (mode 0600) unless a file is there already."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return  # another process made it first: theirs is read
-    with os.fdopen(fd, "wb") as out:
-        out.write(pem)
-
-
-def load_signer(path: Path, *, create: bool = False) -> LogSigner:
-    """The key at ``path``; with ``create``, a new one is made there if there is none."""
-    if create and not path.exists():
-        make_key_file(path)
-    try:
-        pem = path.read_bytes()
-    except FileNotFoundError:
-        raise MissingLogKeyError(path) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read the log signing key {path}: {exc}") from exc
-    return signer_from_pem(pem, str(path))
-
-
-class MissingLogKeyError(ConfigError):
-    """The log's key file is not there (and may not be made: the log has heads)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"there is no log signing key at {path}")
-        self.path = path
-
-
-def cached_signer(ctx: ServerContext, attribute: str, path: Path) -> LogSigner:
-    """The Ed25519 key kept in ``ctx.<attribute>``, loaded (or made) from ``path`` once."""
-    if getattr(ctx, attribute) is None:
-        with _LOAD_LOCK:
-            if getattr(ctx, attribute) is None:
-                setattr(ctx, attribute, load_signer(path, create=True))
-    signer: LogSigner = getattr(ctx, attribute)
-    return signer
+def load_signer(path: Path, *, create: bool = False) -> SigningKey:
+    """The log key in the file ``path``; with ``create``, a new one is made there if
+    there is none."""
+    return load_key_file(path, KEY_NAME, create=create)
 
 
 def key_location(settings: ServerSettings) -> str:
@@ -142,23 +71,24 @@ def log_key_path(settings: ServerSettings) -> Path:
     return settings.log_key_file or settings.data_dir / KEY_FILE_NAME
 
 
-def read_signer(settings: ServerSettings, *, create: bool = False) -> LogSigner:
+def read_signer(settings: ServerSettings, *, create: bool = False) -> SigningKey:
     """The log key the settings name: ``QB_LOG_KEY`` (PEM), else the key file (made
     there when ``create`` and missing)."""
     if settings.log_key is not None:
-        return signer_from_pem(settings.log_key.get_secret_value().encode(), "in QB_LOG_KEY")
+        return key_from_pem(settings.log_key.get_secret_value().encode(), KEY_NAME, "in QB_LOG_KEY")
     return load_signer(log_key_path(settings), create=create)
 
 
-def signer_for(ctx: ServerContext) -> LogSigner:
-    """The key that signs the log's tree heads (loaded once; never made here: see
-    :func:`ensure_log`)."""
+def signer_for(ctx: ServerContext) -> SigningKey:
+    """The key that signs the log's tree heads: the server's context holds it from its
+    start (:func:`ensure_log`, called by ``services/wiring.py``); admin and reader
+    contexts hold none, and nothing they do may sign the log."""
     if ctx.log_signer is None:
-        with _LOAD_LOCK:
-            if ctx.log_signer is None:
-                ctx.log_signer = read_signer(ctx.settings)
-    signer: LogSigner = ctx.log_signer
-    return signer
+        raise ConfigError(
+            "this context holds no log signing key: only the server's context "
+            "(build_context) loads it; admin and reader contexts never sign the log"
+        )
+    return ctx.log_signer
 
 
 # --- appending --------------------------------------------------------------------
@@ -332,7 +262,7 @@ def append(
 
 
 def _sign_head(
-    conn: Connection, signer: LogSigner, size: int, root_hex: str, now: datetime
+    conn: Connection, signer: SigningKey, size: int, root_hex: str, now: datetime
 ) -> None:
     timestamp = now.isoformat()
     conn.execute(
@@ -357,10 +287,11 @@ def _expected_key(conn: Connection, state: Any) -> str | None:
     return None if newest is None else str(newest)
 
 
-def ensure_log(ctx: ServerContext) -> LogSigner:
-    """Check this server's log key against the log; on a new log, make it and sign the
-    empty tree. A key that does not match the log's, or a missing key of a log that
-    has heads, refuses the start (ConfigError) instead of signing a second history."""
+def ensure_log(ctx: ServerContext) -> SigningKey:
+    """This server's log key, checked against the log (at the server's start, before
+    ``ctx.log_signer`` holds it); on a new log, the key is made and signs the empty
+    tree. A key that does not match the log's, or a missing key of a log that has
+    heads, refuses the start (ConfigError) instead of signing a second history."""
     settings = ctx.settings
     with ctx.db.write_connection() as conn:
         state = ctx.db.locked_row(conn, LogState, {"id": 1}, _EMPTY_STATE)
@@ -370,7 +301,7 @@ def ensure_log(ctx: ServerContext) -> LogSigner:
         else:
             try:
                 signer = read_signer(settings)
-            except MissingLogKeyError as exc:
+            except MissingKeyError as exc:
                 raise ConfigError(
                     f"{exc.message}, but the public log in {describe_url(ctx.db.url)} is "
                     f"signed by key {expected}: copy that key (the log-signing-key.pem of the "
@@ -391,7 +322,6 @@ def ensure_log(ctx: ServerContext) -> LogSigner:
         )
         if conn.execute(select(TreeHead.size).where(TreeHead.size == 0)).first() is None:
             _sign_head(conn, signer, 0, frontier_root([]).hex(), ctx.now())
-    ctx.log_signer = signer
     return signer
 
 
@@ -402,7 +332,7 @@ class Rotation:
     new_key_id: str
 
 
-def rotate_key(ctx: ServerContext, new: LogSigner) -> Rotation:
+def rotate_key(ctx: ServerContext, new: SigningKey) -> Rotation:
     """Hand the log to ``new``: the current key and the new one sign a statement naming
     both and the newest tree head; every head after it is signed by the new key, and
     servers still holding the old key refuse to append (and to start)."""

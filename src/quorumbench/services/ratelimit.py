@@ -5,13 +5,13 @@ submitting) counts against the caller's account, never against an IP address: a
 client cannot escape its limit by rotating ``X-Forwarded-For``, and unauthenticated
 requests are refused before they count. Windows are fixed windows kept in this
 process by default, or in Redis (``QB_RATE_LIMIT_STORAGE=redis://…``) so that
-several replicas share them.
+several replicas share them. The limiter is built with the server's context
+(``services/wiring.py``), so settings it cannot use refuse the start.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass
 
@@ -22,8 +22,6 @@ from limits.strategies import FixedWindowRateLimiter
 from quorumbench.errors import ConfigError, RateLimitedError
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
-
-_BUILD_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -58,10 +56,8 @@ def count_write(ctx: ServerContext, principal: Principal) -> None:
     if principal.acts_as_admin or not ctx.settings.write_rate_limit:
         return
     if ctx.rate_limiter is None:
-        with _BUILD_LOCK:
-            if ctx.rate_limiter is None:
-                ctx.rate_limiter = build_limiter(
-                    ctx.settings.write_rate_limit, ctx.settings.rate_limit_storage
-                )
-    limiter: WriteLimiter = ctx.rate_limiter
-    limiter.hit(principal.account_id)
+        raise ConfigError(
+            "this context holds no rate limiter although QB_WRITE_RATE_LIMIT is set: "
+            "only the server's context (build_context) builds it"
+        )
+    ctx.rate_limiter.hit(principal.account_id)

@@ -11,6 +11,7 @@ canonical encodings are refused when they are registered.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,7 +27,7 @@ from quorumbench.core.signing import result_message
 from quorumbench.db.models import Runner, RunnerKey
 from quorumbench.errors import ConfigError, ConflictError, NotFoundError, SignatureError
 from quorumbench.services.accounts import Principal
-from quorumbench.services.context import ServerContext
+from quorumbench.services.context import IdentityKey, ServerContext, forget_identities
 from quorumbench.services.runners import runner_for
 
 CLOCK_SKEW = timedelta(minutes=5)
@@ -136,7 +137,7 @@ def register_key(
                 },
             )
             row = conn.execute(select(RunnerKey).where(RunnerKey.key_id == key_id)).one()
-        ctx.identities.clear()  # the runner's older keys are revoked now
+        forget_identities(ctx)  # the runner's older keys are revoked now
         return _key_dict(row)
     except IntegrityError as exc:  # the same new key registered twice at once
         raise ConflictError(f"key {key_id[:16]}… was registered concurrently") from exc
@@ -159,7 +160,7 @@ def revoke_key(ctx: ServerContext, principal: Principal, runner: str, key_id: st
             ).first()
             if known is None:
                 raise NotFoundError(f"runner {runner!r} has no key {key_id}")
-    ctx.identities.clear()
+    forget_identities(ctx)
 
 
 def runner_keys(ctx: ServerContext, principal: Principal, runner: str) -> list[dict[str, Any]]:
@@ -185,15 +186,22 @@ _KEY = select(RunnerKey.runner_id, RunnerKey.public_key, RunnerKey.revoked_at).w
 )
 
 
+@dataclass(frozen=True)
+class RunnerKeyId(IdentityKey[Any]):
+    """The identity cache's key for an unrevoked runner key (the value: its ``_KEY`` row)."""
+
+    key_id: str
+
+
 def _lookup(ctx: ServerContext, conn: Connection, key_id: str) -> Any:
     """A key row; unrevoked keys are remembered like identities (context.py: revoking
     through this process forgets them at once, another replica within its TTL)."""
-    cached = ctx.identities.get(("runner-key", key_id))
+    cached = ctx.identities.get(RunnerKeyId(key_id))
     if cached is not None:
         return cached
     key = conn.execute(_KEY, {"key_id": key_id}).first()
     if key is not None and key.revoked_at is None:
-        ctx.identities.put(("runner-key", key_id), key)
+        ctx.identities.put(RunnerKeyId(key_id), key)
     return key
 
 

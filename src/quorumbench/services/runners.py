@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -12,10 +13,19 @@ from quorumbench.db.models import Runner
 from quorumbench.errors import ConfigError, NotFoundError, PermissionDeniedError
 from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import Principal
-from quorumbench.services.context import ServerContext
+from quorumbench.services.context import IdentityKey, ServerContext
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOUCH_EVERY = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class RunnerName(IdentityKey[int]):
+    """The identity cache's key for a runner that may pull: its account and name (the
+    value is its id). A suspended runner is never remembered."""
+
+    account_id: int
+    name: str
 
 
 def runner_for(
@@ -34,7 +44,8 @@ def runner_for(
     """
     if not _NAME.match(name):
         raise ConfigError(f"runner name {name!r}: 1–64 letters, digits, '_', '.', '-'")
-    cached = ctx.identities.get(("runner", principal.account_id, name))
+    key = RunnerName(principal.account_id, name)
+    cached = ctx.identities.get(key)
     if cached is not None:
         return Claimant(principal.account_id, cached)
     now = ctx.now()
@@ -50,7 +61,7 @@ def runner_for(
         and known.last_seen_at is not None
         and now - known.last_seen_at < _TOUCH_EVERY
     ):
-        ctx.identities.put(("runner", principal.account_id, name), known.id)
+        ctx.identities.put(key, known.id)
         return Claimant(principal.account_id, known.id)
     for _ in range(2):  # a concurrent first use may win the insert; then read it back
         try:
@@ -83,7 +94,7 @@ def runner_for(
                         "disagreed with consensus"
                     )
                 claimant = Claimant(principal.account_id, runner.id)
-            ctx.identities.put(("runner", principal.account_id, name), runner.id)
+            ctx.identities.put(key, runner.id)
             return claimant
         except IntegrityError:
             continue

@@ -8,6 +8,9 @@ every refresh). JWTs are made and checked with PyJWT: the algorithm is fixed in 
 configuration lists), never read from the token; ``exp``, ``iat``, ``sub`` and the
 session id are required, and audience and issuer are checked. Revoking the session
 refuses its refresh token and every access token issued under it.
+
+:func:`authenticate` turns a request's bearer, an API token (``services/accounts.py``)
+or an access JWT, into its principal.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import re
 import secrets
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,28 +40,60 @@ from quorumbench.services.accounts import (
     Principal,
     add_account,
     authenticate_api_token,
+    create_account,
+    get_account,
     opened_with,
     token_hash,
 )
-from quorumbench.services.context import ServerContext
-from quorumbench.services.publiclog import LogSigner, cached_signer
+from quorumbench.services.context import IdentityKey, ServerContext, forget_identities
+from quorumbench.services.keys import SigningKey, load_key_file
 from quorumbench.settings import OidcIssuer, ServerSettings
 
 ACCESS_ALGORITHM = "EdDSA"
 AUDIENCE = "quorumbench"
 KEY_FILE_NAME = "auth-signing-key.pem"
+KEY_NAME = "auth signing key"
+"""What errors about the key that signs access JWTs call it."""
 REFRESH_PREFIX = "qbr_"
 _JWKS: dict[str, jwt.PyJWKClient] = {}
 
 
 def key_path(settings: ServerSettings) -> Path:
-    """The file of the key that signs access JWTs (made on first use)."""
+    """The file of the key that signs access JWTs (made on the server's first start)."""
     return settings.auth_key_file or settings.data_dir / KEY_FILE_NAME
 
 
-def _signer(ctx: ServerContext) -> LogSigner:
-    """The key that signs access JWTs (not the log's: each key has one job)."""
-    return cached_signer(ctx, "auth_signer", key_path(ctx.settings))
+def load_auth_key(settings: ServerSettings) -> SigningKey:
+    """The key that signs access JWTs (not the log's: each key has one job), made if
+    missing; read once, when the server's context is built (``services/wiring.py``)."""
+    return load_key_file(key_path(settings), KEY_NAME, create=True)
+
+
+def auth_signer_for(ctx: ServerContext) -> SigningKey:
+    """The key that signs and checks access JWTs, which the server's context holds from
+    its start; admin and reader contexts hold none (they issue and check no JWT)."""
+    if ctx.auth_signer is None:
+        raise ConfigError(
+            "this context holds no auth signing key: only the server's context "
+            "(build_context) loads it; admin and reader contexts issue and check no JWT"
+        )
+    return ctx.auth_signer
+
+
+class KnownSession(NamedTuple):
+    """What an access JWT's check needs of its session (and the session's account)."""
+
+    revoked_at: datetime | None
+    expires_at: datetime
+    name: str
+    is_admin: bool
+
+
+@dataclass(frozen=True)
+class SessionId(IdentityKey[KnownSession]):
+    """The identity cache's key for a login session (an access JWT's ``sid``)."""
+
+    session_id: int
 
 
 def looks_like_jwt(token: str) -> bool:
@@ -123,7 +159,7 @@ def _tokens(
         "nbf": now,
         "exp": now + lifetime,
     }
-    access = jwt.encode(claims, _signer(ctx).key, algorithm=ACCESS_ALGORITHM)
+    access = jwt.encode(claims, auth_signer_for(ctx).key, algorithm=ACCESS_ALGORITHM)
     return {
         "access_token": access,
         "token_type": "Bearer",
@@ -222,8 +258,6 @@ def login_for_development(
     Only with ``QB_INSECURE_DEV_LOGIN`` (never on by default): anyone who can reach
     the server can then act as anyone.
     """
-    from quorumbench.services.accounts import create_account, get_account
-
     if not ctx.settings.insecure_dev_login:
         raise NotFoundError("the development login is off (QB_INSECURE_DEV_LOGIN)")
     try:
@@ -306,7 +340,16 @@ def revoke(ctx: ServerContext, refresh_token: str) -> None:
             raise AuthenticationError("unknown or already used refresh token")
         if record.revoked_at is None:
             record.revoked_at = ctx.now()
-    ctx.identities.clear()
+    forget_identities(ctx)
+
+
+def authenticate(ctx: ServerContext, token: str | None) -> Principal:
+    """The principal behind a bearer token (an API token or an access JWT)."""
+    if not token:
+        raise AuthenticationError("missing API token (Authorization: Bearer qb_…)")
+    if token.count(".") == 2 and not token.startswith("qb_"):
+        return authenticate_jwt(ctx, token)
+    return authenticate_api_token(ctx, token)
 
 
 def authenticate_jwt(ctx: ServerContext, token: str) -> Principal:
@@ -314,7 +357,7 @@ def authenticate_jwt(ctx: ServerContext, token: str) -> Principal:
     try:
         claims = jwt.decode(
             token,
-            _signer(ctx).key.public_key(),
+            auth_signer_for(ctx).key.public_key(),
             algorithms=[ACCESS_ALGORITHM],
             audience=AUDIENCE,
             issuer=ctx.settings.jwt_issuer,
@@ -334,7 +377,7 @@ def authenticate_jwt(ctx: ServerContext, token: str) -> Principal:
     if claims.get("nbf", 0) > now + 30 or claims["iat"] > now + 30:
         raise AuthenticationError("access token refused: it is not valid yet")
     session_id = int(claims["sid"])
-    cached = ctx.identities.get(("session", session_id))
+    cached = ctx.identities.get(SessionId(session_id))
     if cached is None:
         with ctx.db.read() as session:
             row = session.execute(
@@ -344,12 +387,13 @@ def authenticate_jwt(ctx: ServerContext, token: str) -> Principal:
             ).first()
         if row is None:
             raise AuthenticationError("access token refused: unknown session")
-        cached = (row.revoked_at, row.expires_at, row.Account.name, row.Account.is_admin)
-        ctx.identities.put(("session", session_id), cached)
-    revoked_at, expires_at, name, is_admin = cached
-    if revoked_at is not None:
+        cached = KnownSession(
+            row.revoked_at, row.expires_at, row.Account.name, row.Account.is_admin
+        )
+        ctx.identities.put(SessionId(session_id), cached)
+    if cached.revoked_at is not None:
         raise AuthenticationError("access token refused: its session was revoked")
-    if expires_at <= ctx.now():
+    if cached.expires_at <= ctx.now():
         raise AuthenticationError("access token refused: its session has expired")
     scopes = frozenset(str(claims.get("scope", "")).split())
-    return Principal(int(claims["sub"]), name, is_admin, scopes)
+    return Principal(int(claims["sub"]), cached.name, cached.is_admin, scopes)

@@ -1,10 +1,12 @@
 """Build a ServerContext from settings: for the server, and for admin commands.
 
 The server (:func:`build_context`) connects, migrates, registers its configured
-benchmarks and checks the public log's key. Admin commands (:func:`admin_context`)
-only connect: they never change what the server schedules, never make a log key,
-and never make a database unless asked (``create``). Both say in one line what is
-wrong with a database they cannot use.
+benchmarks, checks the public log's key and reads (or makes) the key that signs
+access JWTs, and builds the rate limiter: its context holds all three from the start.
+Admin commands (:func:`admin_context`) only connect: they never change what the
+server schedules, never make a key (their context holds none), and never make a
+database unless asked (``create``). Both say in one line what is wrong with a
+database they cannot use.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from quorumbench.errors import ConfigError
 from quorumbench.queue.base import TaskQueue
 from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.benchmarks import ensure_benchmarks
-from quorumbench.services.context import ServerContext, utc_now
-from quorumbench.services.publiclog import ensure_log
+from quorumbench.services.context import ServerContext, WriteLimits, utc_now
+from quorumbench.services.publiclog import ensure_log, read_signer
+from quorumbench.services.ratelimit import build_limiter
+from quorumbench.services.sessions import load_auth_key
 from quorumbench.settings import ServerSettings
 
 
@@ -85,26 +89,56 @@ def check_schema(
     return current
 
 
+def write_limits(settings: ServerSettings) -> WriteLimits | None:
+    """The per-account write limits the settings ask for (None: no limit)."""
+    if not settings.write_rate_limit:
+        return None
+    return build_limiter(settings.write_rate_limit, settings.rate_limit_storage)
+
+
 def build_context(
     settings: ServerSettings, *, datasets_dir: Path | None = None, migrate: bool = True
 ) -> ServerContext:
     """The server's context: connect, migrate to the latest schema, register the
-    configured benchmarks, check (or on a new log, make) the log's signing key."""
+    configured benchmarks, check (or on a new log, make) the log's signing key, read
+    (or make) the key that signs access JWTs, build the write limits.
+
+    Without ``migrate`` (a database another context has made current) the schema and
+    the log are left as they are: the log's key is only read."""
+    limits = write_limits(settings)
     db = open_database(settings, create=True)
     try:
         created = migrate and check_schema(db, create=True, migrate=True) is None
-        ctx = ServerContext(settings, db, build_queue(settings, db), utc_now, datasets_dir)
-        ctx.created = created
+        ctx = ServerContext(
+            settings,
+            db,
+            build_queue(settings, db),
+            utc_now,
+            datasets_dir,
+            rate_limiter=limits,
+            created=created,
+        )
     except BaseException:
         db.dispose()
         raise
     try:
         ensure_benchmarks(ctx, settings.benchmarks)
-        if migrate:
-            ensure_log(ctx)
+        ctx.log_signer = ensure_log(ctx) if migrate else read_signer(settings)
+        ctx.auth_signer = load_auth_key(settings)
     except BaseException:
         ctx.close()
         raise
+    return ctx
+
+
+def check_serving(ctx: ServerContext) -> ServerContext:
+    """``ctx`` if it can serve requests (built by :func:`build_context`); ConfigError
+    for an admin or reader context, which holds no log or auth key."""
+    if ctx.log_signer is None or ctx.auth_signer is None:
+        raise ConfigError(
+            "this context cannot serve: it holds no log or auth signing key (an admin or "
+            "reader context?); the server's context is built by build_context"
+        )
     return ctx
 
 
@@ -114,9 +148,10 @@ def admin_context(
     """A context for admin commands on the server machine (accounts, tokens, keys).
 
     It reads the same settings as ``serve`` but changes nothing the server owns: no
-    benchmark is registered or retired, no log key is made, no queue is contacted,
-    and the schema must already be current (``quorumbench db upgrade``), or absent
-    with ``create`` (then it is made).
+    benchmark is registered or retired, no key is read or made (it holds no log or
+    auth key and no rate limiter), no queue is contacted, and the schema must already
+    be current (``quorumbench db upgrade``), or absent with ``create`` (then it is
+    made).
     """
     db = open_database(settings, create=create, hint=hint)
     try:

@@ -315,7 +315,7 @@ def build_world(
         queue=queue_settings,
     )
     ctx = ServerContext(settings, db, queue, clock)
-    ensure_log(ctx)  # as a server does at start: the log key, the empty tree's head
+    ctx.log_signer = ensure_log(ctx)  # as a server's start does: the key, the empty tree's head
     try:
         benchmark_id, epoch_id = _seed_static(db, clock.now)
         yield World(backend, ctx, clock, benchmark_id, epoch_id)

@@ -50,7 +50,7 @@ from quorumbench.services.accounts import (
     issue_token,
     revoke_token,
 )
-from quorumbench.services.context import ServerContext
+from quorumbench.services.context import ServerContext, forget_identities
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import OAuthProvider, ServerSettings
@@ -406,7 +406,7 @@ class Matrix:
         """Put the pristine world back if the last case changed it."""
         if after != self.pristine:
             _backup(self.tmp / "pristine.db", self.tmp / "world.db")
-            self.ctx.identities.clear()  # runners made by the case are gone
+            forget_identities(self.ctx)  # runners made by the case are gone
             self.resets += 1
         self.version = self._data_version()
 

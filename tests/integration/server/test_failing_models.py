@@ -14,11 +14,12 @@ from sqlalchemy import select
 
 from quorumbench.api.app import create_app
 from quorumbench.db.models import Lease
-from quorumbench.services.accounts import authenticate, create_account, issue_token
+from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.context import ServerContext
 from quorumbench.services.failures import report_failure
 from quorumbench.services.runners import runner_for
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch
+from quorumbench.services.sessions import authenticate
 
 from ..signing import Keyring
 from .conftest import fake_metadata, hub_ref

@@ -21,7 +21,7 @@ from quorumbench.cli.app import app as cli
 from quorumbench.cli.verify_cmd import verify
 from quorumbench.db.models import LogState, TreeHead
 from quorumbench.errors import ConfigError, ServiceUnavailableError
-from quorumbench.services import publiclog
+from quorumbench.services import keys, publiclog
 from quorumbench.services.wiring import build_context
 
 from .conftest import _settings, fake_metadata
@@ -50,7 +50,7 @@ def test_a_replica_with_another_key_refuses_to_start(db_url, tmp_path):
     first = _replica(db_url, tmp_path / "a")
     first.close()
     other = tmp_path / "other.pem"
-    publiclog.make_key_file(other)
+    keys.make_key_file(other)
     with pytest.raises(ConfigError) as refused:
         _replica(db_url, tmp_path / "b", log_key_file=other)
     assert "quorumbench log rotate-key" in refused.value.message
@@ -90,7 +90,7 @@ def test_rotation_hands_the_log_to_the_new_key(db_url, tmp_path):
     old = _replica(db_url, tmp_path / "a")
     try:
         new_file = tmp_path / "new.pem"
-        publiclog.make_key_file(new_file)
+        keys.make_key_file(new_file)
         new = publiclog.load_signer(new_file)
         rotation = publiclog.rotate_key(old, new)
         assert (rotation.size, rotation.new_key_id) == (0, new.key_id)

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 
 from quorumbench.api.app import create_app
 from quorumbench.services.accounts import create_account, issue_token
-from quorumbench.services.sessions import _signer
+from quorumbench.services.sessions import auth_signer_for
 from quorumbench.settings import OidcIssuer
 
 from .conftest import fake_metadata
@@ -196,12 +196,12 @@ def forgeries(ctx, valid: str) -> dict[str, str]:
     """Access tokens an attacker could make, each of which must be refused."""
     now = ctx.now()  # the server's (fake) clock decides expiry, whatever today's date is
     public_pem = (
-        _signer(ctx)
+        auth_signer_for(ctx)
         .key.public_key()
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     claims = jwt.decode(valid, options={"verify_signature": False})
-    own = _signer(ctx).key
+    own = auth_signer_for(ctx).key
     head, body, sig = valid.split(".")
     tampered_claims = {**claims, "scope": "task:pull task:submit model:register admin"}
     tampered = f"{head}.{b64(json.dumps(tampered_claims).encode())}.{sig}"

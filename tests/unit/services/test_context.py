@@ -1,13 +1,19 @@
-"""The TTL memo the server keeps identities and web rankings in."""
+"""The TTL memo the server keeps web rankings in, and the typed identity cache on it."""
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 
-from quorumbench.services.context import TtlMemo
+from quorumbench.services.accounts import KnownToken, Principal, TokenDigest
+from quorumbench.services.context import IdentityCache, IdentityKey, TtlMemo, forget_identities
+from quorumbench.services.runners import RunnerName
+from quorumbench.services.sessions import KnownSession, SessionId
 
 
 def test_get_or_make_makes_once_for_concurrent_misses():
@@ -54,3 +60,42 @@ def test_a_failed_make_stores_nothing():
         memo.get_or_make("k", fail)
     assert memo.get("k") is None
     assert memo.get_or_make("k", lambda: "made") == "made"
+
+
+@dataclass(frozen=True)
+class _Digest(IdentityKey[str]):
+    value: str
+
+
+@dataclass(frozen=True)
+class _Other(IdentityKey[int]):
+    value: str
+
+
+def test_identity_keys_of_different_kinds_never_meet():
+    cache = IdentityCache(ttl_s=60)
+    cache.put(_Digest("abc"), "alice")
+    cache.put(_Other("abc"), 7)  # the same field value, another kind of entry
+    assert cache.get(_Digest("abc")) == "alice" and cache.get(_Other("abc")) == 7
+    assert cache.get(_Digest("abd")) is None
+
+
+def test_identities_are_remembered_for_their_ttl_only():
+    cache = IdentityCache(ttl_s=0.05)
+    cache.put(_Digest("abc"), "alice")
+    assert cache.get(_Digest("abc")) == "alice"
+    time.sleep(0.08)
+    assert cache.get(_Digest("abc")) is None
+
+
+def test_forget_identities_forgets_every_kind_at_once():
+    ctx = SimpleNamespace(identities=IdentityCache(ttl_s=60))  # all it reads
+    ctx.identities.put(
+        TokenDigest("d" * 64), KnownToken(Principal(1, "a", False, frozenset()), None)
+    )
+    ctx.identities.put(SessionId(3), KnownSession(None, datetime.now(UTC), "a", False))
+    ctx.identities.put(RunnerName(1, "box"), 5)
+    forget_identities(ctx)
+    assert ctx.identities.get(TokenDigest("d" * 64)) is None
+    assert ctx.identities.get(SessionId(3)) is None
+    assert ctx.identities.get(RunnerName(1, "box")) is None

@@ -26,12 +26,13 @@ from quorumbench.api.schemas import (
 from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.logs import event
 from quorumbench.services import leases
-from quorumbench.services.accounts import Principal, authenticate
+from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
 from quorumbench.services.leases import Claim, Claimant
 from quorumbench.services.ratelimit import count_write
 from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
+from quorumbench.services.sessions import authenticate
 
 router = APIRouter(prefix="/v0/leases", tags=["leases"])
 log = logging.getLogger("quorumbench.leases")
