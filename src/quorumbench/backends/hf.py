@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from quorumbench.backends._files import pinned_local, require
-from quorumbench.backends._registry import BackendOptions
+from quorumbench.backends._plugin import BackendOptions
 from quorumbench.backends.local import LocalModel, load_local
 from quorumbench.errors import Hint, MissingDependencyError, ModelLoadError
 from quorumbench.evaluation.backend import (

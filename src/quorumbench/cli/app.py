@@ -100,7 +100,10 @@ def eval_command(
     model: Annotated[
         str,
         typer.Option(
-            "--model", "-m", help="Model ref: hf:, gguf:, openai: or bundled: (see docs/models.md)."
+            "--model",
+            "-m",
+            help="Model ref: hf:, gguf:, openai:, bundled:, mock: or a backend plugin's scheme "
+            "(see docs/models.md).",
         ),
     ] = "bundled:smollm2-135m-instruct",
     benchmark: Annotated[
