@@ -148,6 +148,15 @@ def test_a_plugin_owns_its_scheme_and_evaluates_a_benchmark(parrot):
     assert not is_remote(f"parrot:1@{SHA}") and is_remote(f"far:1@{SHA}")
 
 
+def test_quorumbench_eval_takes_a_plugin_ref(parrot):
+    (sample,) = select_samples(ArithBenchmark(BenchmarkContext()), 1, "cli")
+    ref = f"parrot:{sample.fields['gold']}@{SHA}"
+    args = ["eval", "-m", ref, "-b", "arith", "-n", "1", "--seed", "cli"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert f"│ {ref} " in result.output and "1.0000" in result.output
+
+
 def test_plugins_list_shows_each_backend_with_its_schemes_and_origin(parrot):
     listed = plugins_list()
     assert row(listed, "parrot").startswith(
@@ -178,7 +187,7 @@ def test_a_broken_plugin_stays_listed_with_its_error(plugin_site):
     # a ref no backend loads names the plugin that failed: it may be the one meant
     with pytest.raises(UnknownBackendError, match="no backend loads vllm: refs") as info:
         load_backend(f"vllm:org/model@{SHA}", BackendOptions())
-    assert "plugins that failed to load: broken (ModuleNotFoundError" in info.value.message
+    assert "plugins not in use: broken (ModuleNotFoundError" in info.value.message
     with pytest.raises(ConfigError, match="the backend 'bare' is not used: qb_bare:load is a"):
         registry().get("bare")
     # the built-ins work as before
@@ -186,7 +195,7 @@ def test_a_broken_plugin_stays_listed_with_its_error(plugin_site):
 
 
 def test_scheme_and_name_collisions_are_shown_never_shadowing(plugin_site):
-    claims = PARROT.replace('("parrot",)', '("hf", "own")').replace('("far",)', '("twin",)')
+    claims = PARROT.replace('("parrot",)', '("hf", "own")').replace('("far",)', '("twin", "twin")')
     plugin_site.install("qb-greedy", {"qb_greedy": claims}, {"greedy": "qb_greedy:BACKEND"})
     plugin_site.install("qb-twin-a", {"qb_twin": claims}, {"twin-a": "qb_twin:REMOTE"})
     plugin_site.install("qb-twin-b", {}, {"twin-b": "qb_twin:REMOTE", "mock": "qb_twin:REMOTE"})

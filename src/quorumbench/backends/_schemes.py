@@ -114,7 +114,7 @@ class BackendRegistry:
         owners: dict[str, str] = {}
         claims: dict[str, list[str]] = {}
         for name, plugin in declarations.items():
-            for scheme in plugin.schemes:
+            for scheme in dict.fromkeys(plugin.schemes):  # a scheme named twice counts once
                 if self._backends.is_builtin(name):
                     owners[scheme] = name
                 else:
@@ -163,11 +163,9 @@ class BackendRegistry:
         message = f"no backend loads {scheme}: refs; known schemes: " + ", ".join(
             f"{s}:" for s in sorted(table.owners)
         )
-        failed = [s for s in self._backends.status() if s.error and s.origin != "builtin"]
-        if failed:
-            message += "; plugins that failed to load: " + "; ".join(
-                f"{s.name} ({s.error})" for s in failed
-            )
+        unused = [s for s in self._backends.status() if s.error and s.origin != "builtin"]
+        if unused:  # one of them may be the plugin meant
+            message += "; plugins not in use: " + "; ".join(f"{s.name} ({s.error})" for s in unused)
         raise UnknownBackendError(message)
 
     def status(self) -> list[BackendStatus]:

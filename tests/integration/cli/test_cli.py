@@ -78,6 +78,31 @@ def test_the_cli_names_its_flag_for_the_engines_hint():
     assert info.value.hint is not None and info.value.hint.setting == "samples"
 
 
+def test_data_the_hub_cannot_give_names_the_datasets_flag(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    from quorumbench.settings import get_settings
+
+    def offline(*args, **kwargs):
+        raise OSError("offline")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
+    monkeypatch.delenv("QB_DATASETS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env here
+    get_settings.cache_clear()
+    try:
+        result = run("benchmark", "sample", "truthfulqa-mc1", "-n", "1")
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 1
+    line = " ".join(result.output.split())
+    assert line.startswith("error: cannot download truthfulqa/truthful_qa")
+    assert line.endswith(
+        "from the Hub (OSError); offline, give a datasets directory that holds a local copy "
+        "(--datasets-dir or QB_DATASETS_DIR)"
+    )
+
+
 def test_only_a_flag_the_command_has_is_named():
     from typing import Annotated
 
