@@ -4,6 +4,12 @@ Every error the package raises on purpose derives from :class:`QuorumError` and
 carries a stable kebab-case ``code``. None of them knows about HTTP; the CLI turns
 them into one line and exit status 1.
 
+An error that a setting fixes carries a :class:`Hint`: the setting's name and the
+advice in words that name no command-line flag or environment variable, because the
+engine raising it serves ``quorumbench eval``, the runner and the server alike. Each
+surface names its own way to change the setting: the CLI appends the command's flag
+(``cli/app.py``), the runner the variables it reads (``runner/faults.py``).
+
 ```
 QuorumError
 ├── ConfigError                 settings or flags that cannot work together
@@ -46,15 +52,34 @@ QuorumError
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What fixes an error: a setting to change, and the advice in neutral words."""
+
+    setting: str
+    """The setting's name as the options and settings spell it (``datasets_dir``,
+    ``allow_pickle``, ``prompt_style``, ``samples``, ``batch_size``, ``device``)."""
+    advice: str
+    """What to do, naming no flag or variable ("give a datasets directory…")."""
+
 
 class QuorumError(Exception):
-    """Base class of every deliberate QuorumBench error."""
+    """Base class of every deliberate QuorumBench error.
+
+    ``message`` is what is shown: ``reason``, then the hint's advice when there is one.
+    """
 
     code = "quorum-error"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: str, *, hint: Hint | None = None) -> None:
+        shown = message if hint is None else f"{message}; {hint.advice}"
+        super().__init__(shown)
+        self.message = shown
+        self.reason = message
+        self.hint = hint
 
 
 class ConfigError(QuorumError):

@@ -160,8 +160,10 @@ def test_pickled_weights_are_refused_unless_allowed(smollm2_dir, tmp_path):
     torch.save(LlamaForCausalLM(config).state_dict(), tmp_path / "pytorch_model.bin")
     tokenizer.save_pretrained(tmp_path)
     assert not list(tmp_path.glob("*.safetensors"))
-    with pytest.raises(ModelLoadError, match="--allow-pickle"):
+    with pytest.raises(ModelLoadError, match="allow pickled weights if you trust") as info:
         load_backend(f"hf:{tmp_path}", BackendOptions(device="cpu"))
+    assert info.value.hint is not None and info.value.hint.setting == "allow_pickle"
+    assert "--" not in info.value.message  # the CLI adds its flag (tests/integration/cli)
     trusted = load_backend(f"hf:{tmp_path}", BackendOptions(device="cpu", allow_pickle=True))
     (result,) = trusted.generate([GenerateRequest(Prompt(text="Hi"), (), 3)], batch_size=1)
     assert result.n_tokens <= 3

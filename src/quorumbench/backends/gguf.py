@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from quorumbench.backends._files import default_cache_dir, file_sha256, pinned_local, require
-from quorumbench.backends._registry import BackendOptions
+from quorumbench.backends._plugin import BackendOptions
 from quorumbench.backends.local import MARKER, LocalModel, load_local
 from quorumbench.errors import MissingDependencyError, ModelLoadError
 from quorumbench.evaluation.backend import ModelBackend

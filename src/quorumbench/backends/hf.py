@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from quorumbench.backends._files import pinned_local, require
-from quorumbench.backends._registry import BackendOptions
+from quorumbench.backends._plugin import BackendOptions
 from quorumbench.backends.local import LocalModel, load_local
-from quorumbench.errors import MissingDependencyError, ModelLoadError
+from quorumbench.errors import Hint, MissingDependencyError, ModelLoadError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
     ChoiceResult,
@@ -99,8 +99,11 @@ def _check_weights(directory: Path, options: BackendOptions) -> None:
     has_pickle = any(directory.glob("*.bin")) or any(directory.glob("*.pt"))
     if not has_safetensors and has_pickle and not options.allow_pickle:
         raise ModelLoadError(
-            f"{directory} only has pickled weights (.bin/.pt), which can run code when "
-            "loaded; convert them to safetensors or pass --allow-pickle if you trust them"
+            f"{directory} only has pickled weights (.bin/.pt), which can run code when loaded",
+            hint=Hint(
+                "allow_pickle",
+                "convert them to safetensors, or allow pickled weights if you trust them",
+            ),
         )
     if not has_safetensors and not has_pickle:
         raise ModelLoadError(f"{directory} holds no model weights (*.safetensors)")
@@ -113,7 +116,10 @@ def _device_and_dtype(options: BackendOptions) -> tuple[str, Any]:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelLoadError("--device cuda was asked for, but no CUDA device is available")
+        raise ModelLoadError(
+            f"device {device!r} was asked for, but no CUDA device is available",
+            hint=Hint("device", "choose the cpu device (or auto)"),
+        )
     if options.dtype == "auto":
         if device == "cpu":
             return device, torch.float32

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from quorumbench.backends._registry import BackendOptions, resolve_bundled
+from quorumbench.backends._plugin import BackendOptions
+from quorumbench.backends._registry import resolve_bundled
 from quorumbench.errors import ModelLoadError
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.refs import ModelRef, parse_ref
@@ -101,8 +102,10 @@ def _with_link_targets(paths: list[Path]) -> list[Path]:
 
 
 def sandboxable(ref: str | ModelRef) -> bool:
-    """Whether ``ref`` runs model code on this machine (hf, gguf, bundled): only those
-    are fetched and loaded in a sandbox; ``openai:`` endpoints run elsewhere."""
+    """Whether ``ref``'s model is files fetched here (hf, gguf, bundled): the only models
+    a sandbox can load. ``openai:`` endpoints run elsewhere; ``mock:`` and a plugin's
+    schemes load through their own backend (``backends.is_remote`` says if that runs
+    model code here)."""
     parsed = parse_ref(ref) if isinstance(ref, str) else ref
     return parsed.scheme in ("hf", "gguf", "bundled")
 
@@ -120,7 +123,10 @@ def fetch_model(ref: str | ModelRef, options: BackendOptions) -> LocalModel:
         from quorumbench.backends.gguf import fetch_gguf
 
         return fetch_gguf(parsed, options)
-    raise ModelLoadError(f"{parsed.canonical()} has no local files to fetch")
+    raise ModelLoadError(
+        f"{parsed.canonical()} has no files to fetch: only hf:, gguf: and bundled: models "
+        "are loaded from files"
+    )
 
 
 def load_local(model: LocalModel, options: BackendOptions) -> ModelBackend:

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from quorumbench.backends._registry import BackendOptions
+from quorumbench.backends._plugin import BackendOptions
 from quorumbench.errors import BackendError, EndpointError, InvalidRefError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from quorumbench.backends import BackendStatus
 from quorumbench.backends import registry as backend_registry
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.benchmarks import registry as benchmark_registry
@@ -15,6 +16,7 @@ from quorumbench.benchmarks.custom import load_custom_benchmark, read_spec
 from quorumbench.cli._console import cell, escape
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import select_samples
+from quorumbench.evaluation.registry import PluginStatus
 from quorumbench.settings import get_settings
 
 _DESCRIPTIONS = {
@@ -37,17 +39,28 @@ def list_benchmarks(console: Console) -> None:
     console.print(table)
 
 
+def _schemes(status: PluginStatus) -> str:
+    """A backend's ref schemes (``gguf:, bundled:``), marked when it is a remote endpoint."""
+    if not isinstance(status, BackendStatus) or not status.schemes:
+        return ""
+    schemes = ", ".join(f"{scheme}:" for scheme in status.schemes)
+    return f"{schemes} (remote)" if status.remote else schemes
+
+
 def list_plugins(console: Console) -> None:
     table = Table(title="plugins", title_justify="left")
-    for column in ("kind", "name", "target", "origin", "status"):
+    for column in ("kind", "name", "schemes", "target", "origin", "status"):
         table.add_column(column)
-    for kind, statuses in (
+    statuses: list[tuple[str, list[PluginStatus]]] = [
         ("benchmark", benchmark_registry().status()),
-        ("backend", backend_registry().status()),
-    ):
-        for s in statuses:
+        ("backend", list(backend_registry().status())),
+    ]
+    for kind, rows in statuses:
+        for s in rows:
             state = Text(f"error: {s.error}", style="red") if s.error else Text("ok")
-            table.add_row(kind, cell(s.name), cell(s.target), cell(s.origin), state)
+            table.add_row(
+                kind, cell(s.name), cell(_schemes(s)), cell(s.target), cell(s.origin), state
+            )
     console.print(table)
 
 

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from quorumbench.cli._console import error_line, make_console
+from quorumbench.cli._hints import error_message
 from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.runner_cmd import runner_app
 from quorumbench.errors import QuorumError
@@ -55,7 +56,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def handle_errors(func: F) -> F:
-    """Turn a QuorumError into one line on stderr and exit status 1."""
+    """Turn a QuorumError into one line on stderr and exit status 1.
+
+    An error whose hint names a setting this command has a flag for gets the flag
+    appended (``cli/_hints.py``).
+    """
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -64,7 +69,8 @@ def handle_errors(func: F) -> F:
         except QuorumError as exc:
             if _state["debug"]:
                 raise
-            err_console.print(error_line(exc.message), highlight=False, soft_wrap=True)
+            line = error_line(error_message(exc, func))
+            err_console.print(line, highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -94,7 +100,10 @@ def eval_command(
     model: Annotated[
         str,
         typer.Option(
-            "--model", "-m", help="Model ref: hf:, gguf:, openai: or bundled: (see docs/models.md)."
+            "--model",
+            "-m",
+            help="Model ref: hf:, gguf:, openai:, bundled:, mock: or a backend plugin's scheme "
+            "(see docs/models.md).",
         ),
     ] = "bundled:smollm2-135m-instruct",
     benchmark: Annotated[

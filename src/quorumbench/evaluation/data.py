@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from quorumbench.core.canonical import canonical_json, sha256_hex
-from quorumbench.errors import ChecksumMismatchError, DataError, DataNotFoundError
+from quorumbench.errors import ChecksumMismatchError, DataError, DataNotFoundError, Hint
 from quorumbench.evaluation.benchmark import DataSourceInfo
 
 Records = list[dict[str, Any]]
+
+LOCAL_COPY = Hint("datasets_dir", "give a datasets directory that holds a local copy")
+"""The fix for data that cannot be had from the Hub (each surface names its setting)."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +87,7 @@ def load_data(file: DataFile, datasets_dir: Path | None) -> LoadedData:
         records = file.parse_local(read_verified(path, file.sha256))
         return LoadedData(records, DataSourceInfo("local", str(path.resolve())))
     if file.hub is None or file.parse_hub is None:
-        raise DataNotFoundError(
-            f"{file.relpath} has no Hub source; set QB_DATASETS_DIR or pass --datasets-dir"
-        )
+        raise DataNotFoundError(f"{file.relpath} has no Hub source", hint=LOCAL_COPY)
     return _load_hub(file, file.hub, file.parse_hub)
 
 
@@ -105,7 +106,8 @@ def _load_hub(file: DataFile, hub: HubTable, parse: Callable[[Records], Records]
     except Exception as exc:
         raise DataNotFoundError(
             f"cannot download {hub.repo_id}@{hub.revision}/{hub.filename} from the Hub "
-            f"({type(exc).__name__}); offline, set QB_DATASETS_DIR to a local copy"
+            f"({type(exc).__name__})",
+            hint=Hint("datasets_dir", f"offline, {LOCAL_COPY.advice}"),
         ) from exc
     try:
         rows: Records = pq.read_table(path).to_pylist()

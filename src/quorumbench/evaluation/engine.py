@@ -11,7 +11,7 @@ from typing import Literal
 from quorumbench.core.canonical import canonical_json, outputs_digest, sha256_hex
 from quorumbench.core.sampling import SAMPLING_SCHEME, sample_ids
 from quorumbench.core.scoring import aggregate
-from quorumbench.errors import ConfigError
+from quorumbench.errors import ConfigError, Hint
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
     ChoiceResult,
@@ -46,7 +46,10 @@ def resolve_style(config: EvalConfig, backend: ModelBackend) -> PromptStyle:
     if config.prompt_style == "auto":
         return "chat" if backend.info.is_chat else "plain"
     if config.prompt_style == "chat" and not backend.info.is_chat:
-        raise ConfigError(f"{backend.info.ref} has no chat template; use --prompt-style plain")
+        raise ConfigError(
+            f"{backend.info.ref} has no chat template",
+            hint=Hint("prompt_style", "use the plain prompt style"),
+        )
     return config.prompt_style
 
 
@@ -103,10 +106,13 @@ def select_samples(benchmark: Benchmark, n: int, seed: str) -> list[Sample]:
     candidates = benchmark.sample_ids()
     if n > len(candidates):
         raise ConfigError(
-            f"{benchmark.name} has {len(candidates)} samples; cannot draw {n} (lower --samples)"
+            f"{benchmark.name} has {len(candidates)} samples; cannot draw {n}",
+            hint=Hint("samples", "draw fewer samples"),
         )
     if n <= 0:
-        raise ConfigError("--samples must be at least 1")
+        raise ConfigError(
+            f"cannot draw {n} samples", hint=Hint("samples", "draw at least one sample")
+        )
     ids = sample_ids(benchmark.dataset_sha256, benchmark.version, seed, n, candidates)
     return benchmark.samples(ids)
 
@@ -124,7 +130,10 @@ def evaluate(
     caller has them already (the runner checks them against its task first).
     """
     if config.batch_size < 1:
-        raise ConfigError("--batch-size must be at least 1")
+        raise ConfigError(
+            f"batch size {config.batch_size} is too small",
+            hint=Hint("batch_size", "the batch size must be at least 1"),
+        )
     style = resolve_style(config, backend)
     if samples is None:
         samples = select_samples(benchmark, config.n, config.seed)

@@ -7,6 +7,7 @@ gguf:<owner>/<name>/<file>.gguf@<commit>   a GGUF file in a Hub repo
 gguf:<local file>.gguf[@<sha256>]          a local GGUF file
 openai:<base url>#<model name>             an OpenAI-compatible endpoint
 bundled:<name>                             a model shipped in a Python package
+<scheme>:<location>@<revision>             any other scheme: a backend plugin's
 ```
 
 A local path is one that starts with ``/``, ``./``, ``../`` or ``~``. Its content
@@ -16,6 +17,15 @@ hash is computed at load time and recorded as the revision; a hash given after
 ``parse_ref(text, allow_moving=True)`` also accepts a Hub ref without a revision or
 with a branch or tag name (``hf:owner/name@main``); registration resolves those to
 a commit before storing anything.
+
+Any other lowercase scheme (``[a-z][a-z0-9-]*``, at most 32 characters) is left to the
+backend that declares it (``mock:``, a plugin's ``vllm:``): this module only checks
+the form every such ref shares, and ``load_backend`` refuses a scheme no backend owns.
+Such a ref is always pinned, as a Hub ref is: its ``<revision>`` is a 40-hex commit or
+a 64-hex SHA-256 (lower-cased), required even with ``allow_moving``, since nothing
+resolves a plugin's branch names; ``<location>`` is whatever the backend reads there,
+without whitespace or control characters (an ``@`` in it is kept: the last one starts
+the revision).
 """
 
 from __future__ import annotations
@@ -27,7 +37,14 @@ from urllib.parse import urlsplit
 
 from quorumbench.errors import InvalidRefError
 
-Scheme = Literal["hf", "gguf", "openai", "bundled"]
+Scheme = str
+"""A ref's scheme: one of :data:`BUILTIN_SCHEMES` or a backend's own (``mock``, ``vllm``…)."""
+
+BUILTIN_SCHEMES = ("hf", "gguf", "openai", "bundled")
+"""Schemes whose refs this module parses itself; no other backend may claim them."""
+
+SCHEME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+"""What any scheme looks like (a backend plugin declares its schemes in this form)."""
 
 _GIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -42,9 +59,10 @@ class ModelRef:
 
     scheme: Scheme
     location: str
-    """Hub repo id, local path, endpoint base URL or bundled name."""
+    """Hub repo id, local path, endpoint base URL, bundled name, or what a backend
+    plugin reads after its scheme."""
     revision: str | None = None
-    """40-hex commit (Hub) or 64-hex SHA-256 (local content)."""
+    """40-hex commit (Hub) or 64-hex SHA-256 (local content); always set on a plugin's ref."""
     filename: str | None = None
     """GGUF file name inside a Hub repo."""
     model_name: str | None = None
@@ -138,6 +156,30 @@ def _parse_openai(body: str, text: str) -> ModelRef:
     return ModelRef("openai", base.rstrip("/"), model_name=model)
 
 
+def _parse_other(scheme: str, body: str, text: str) -> ModelRef:
+    """A ref of a scheme this module does not know: a backend plugin's (module docstring)."""
+    if not SCHEME.match(scheme):
+        raise InvalidRefError(
+            f"bad model ref {text!r}: unknown scheme {scheme!r} (a scheme is lowercase "
+            "letters, digits and '-', starting with a letter)"
+        )
+    location, sep, given = body.rpartition("@")
+    revision = given.lower()
+    if not sep or not (_GIT_SHA.match(revision) or _SHA256.match(revision)):
+        raise InvalidRefError(
+            f"bad model ref {text!r}: unknown scheme {scheme!r} (not one of "
+            f"{', '.join(BUILTIN_SCHEMES)}); a backend plugin's ref is pinned: "
+            f"{scheme}:<location>@<40-hex commit or 64-hex SHA-256>"
+        )
+    if not location:
+        raise InvalidRefError(f"bad model ref {text!r}: nothing between '{scheme}:' and '@'")
+    if any(c.isspace() or not c.isprintable() for c in location):
+        raise InvalidRefError(
+            f"bad model ref {text!r}: the location holds whitespace or control characters"
+        )
+    return ModelRef(scheme, location, revision)
+
+
 def parse_ref(text: str, *, allow_moving: bool = False) -> ModelRef:
     """Parse a model reference, raising :class:`InvalidRefError` with the reason.
 
@@ -146,14 +188,15 @@ def parse_ref(text: str, *, allow_moving: bool = False) -> ModelRef:
         allow_moving: Also accept a Hub ref (``hf:``/``gguf:`` on a repo) with no
             revision or with a branch or tag name; the name is kept as given in
             ``ModelRef.revision`` (``None`` when missing) for the caller to resolve
-            to a commit. Local paths are still pinned by SHA-256 only.
+            to a commit. Local paths are still pinned by SHA-256 only, and a backend
+            plugin's ref by a commit or SHA-256.
     """
     text = text.strip()
     scheme, sep, body = text.partition(":")
     if not sep:
         raise InvalidRefError(
-            f"bad model ref {text!r}: expected one of hf:, gguf:, openai:, bundled: "
-            "(e.g. hf:HuggingFaceTB/SmolLM2-135M-Instruct@<commit>)"
+            f"bad model ref {text!r}: expected one of hf:, gguf:, openai:, bundled: or a "
+            "backend plugin's scheme (e.g. hf:HuggingFaceTB/SmolLM2-135M-Instruct@<commit>)"
         )
     if scheme in ("hf", "gguf"):
         return _parse_hub_or_local(scheme, body, text, allow_moving)  # type: ignore[arg-type]
@@ -169,4 +212,4 @@ def parse_ref(text: str, *, allow_moving: bool = False) -> ModelRef:
                 "of its file"
             )
         return ModelRef("bundled", name, revision.lower() or None)
-    raise InvalidRefError(f"bad model ref {text!r}: unknown scheme {scheme!r}")
+    return _parse_other(scheme, body, text)

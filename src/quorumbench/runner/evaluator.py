@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quorumbench.backends import BackendOptions, load_backend
+from quorumbench.backends import BackendOptions, is_remote, load_backend
 from quorumbench.backends.local import sandboxable
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.errors import ConfigError, DataError
@@ -66,10 +66,13 @@ class TaskEvaluator:
 
     With a ``sandbox``, a model that runs code on this machine (``hf:``, ``gguf:``,
     ``bundled:``) is fetched here and loaded in a sandboxed worker, one per cached
-    model (``runner/worker.py``); ``openai:`` endpoints and the test loaders run in
-    this process. An ``openai:`` endpoint on a loopback, private or link-local address
-    is refused (``EndpointNotAllowedError``, the model's fault) unless
-    ``allow_private_endpoints``.
+    model (``runner/worker.py``); remote endpoints (``openai:``, a plugin backend
+    declared remote) run in this process. Any other backend (``mock:``, a plugin's)
+    would run model code here, which the sandbox cannot host: that is refused as a
+    :class:`RunnerSetupError`. Without a sandbox every model loads in this process, as
+    do the test loaders' models. An ``openai:`` endpoint on a loopback, private or
+    link-local address is refused (``EndpointNotAllowedError``, the model's fault)
+    unless ``allow_private_endpoints``.
     """
 
     def __init__(
@@ -109,6 +112,12 @@ class TaskEvaluator:
         """
         if ref.startswith("openai:"):  # evaluated outside the sandbox, with this network
             check_endpoint(parse_ref(ref).location, allow_private=self.allow_private_endpoints)
+        if self.sandbox is not None and not sandboxable(ref) and not is_remote(ref):
+            raise RunnerSetupError(
+                f"{ref} is loaded by a backend that runs model code on this machine, and "
+                "this runner's sandbox loads only hf:, gguf: and bundled: models; it cannot "
+                "evaluate this model"
+            )
         if ref in self._backends:
             if getattr(self._backends[ref], "alive", True):
                 self._backends.move_to_end(ref)

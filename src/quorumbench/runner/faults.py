@@ -82,16 +82,15 @@ def datasets_hint(datasets_dir: Path | None) -> str:
 def setup_error(exc: QuorumError, datasets_dir: Path | None) -> RunnerSetupError:
     """``exc`` (a setup error) as one line saying what to fix on this machine.
 
-    A data error names the settings the runner reads (the engine's own advice, written
-    for ``quorumbench eval``, is dropped).
+    A data error names the settings the runner reads (the engine's own advice about
+    the datasets directory, which names no setting, is replaced by them).
     """
     if isinstance(exc, RunnerSetupError):
         return exc
     message = exc.message
     if isinstance(exc, DataError):
-        what, sep, advice = message.rpartition("; ")
-        if sep and "QB_DATASETS_DIR" in advice:
-            message = what
+        if exc.hint is not None and exc.hint.setting == "datasets_dir":
+            message = exc.reason
         message = f"{message}; {datasets_hint(datasets_dir)}"
     elif isinstance(exc, UnknownBenchmarkError):
         message = f"{message}: this runner's quorumbench is out of date, upgrade it"

@@ -33,7 +33,7 @@ from quorumbench.backends._files import file_sha256, pinned_local
 from quorumbench.backends._registry import BUNDLED, resolve_bundled
 from quorumbench.backends.local import MARKER
 from quorumbench.errors import InvalidRefError, ModelLoadError, RegistrationError
-from quorumbench.evaluation.refs import ModelRef, parse_ref
+from quorumbench.evaluation.refs import BUILTIN_SCHEMES, ModelRef, parse_ref
 from quorumbench.services._gguf_meta import GGUFInfo, read_gguf, read_gguf_header
 from quorumbench.services._hub import (
     HfHubClient,
@@ -433,11 +433,17 @@ def inspect_model(ref_text: str, *, hub: HubClient | None = None) -> ModelMetada
         InvalidRefError: The ref cannot be parsed, or a local path does not exist.
         RegistrationError: The model cannot be inspected (Hub unreachable, files
             missing or malformed, a header that cannot be read, an adapter's base not
-            pinned…), with the reason.
+            pinned, a scheme of ``mock:`` or of a backend plugin, whose models the
+            server cannot read…), with the reason.
         MissingDependencyError: ``huggingface_hub`` is needed (to list a Hub repo) but
             missing.
     """
     ref = parse_ref(ref_text, allow_moving=True)
+    if ref.scheme not in BUILTIN_SCHEMES:
+        raise RegistrationError(
+            f"the server cannot inspect {ref.scheme}: models (a backend plugin's or the "
+            "mock's scheme); it registers hf:, gguf:, bundled: and openai: models"
+        )
     if ref.scheme == "openai":
         details = {"kind": "endpoint", "endpoint": ref.location}
         name = ref.model_name or ref.location

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from quorumbench.benchmarks import load_benchmark
 from quorumbench.cli.app import app
+from quorumbench.errors import ConfigError
+from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.engine import select_samples
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "custom"
 runner = CliRunner()
@@ -56,6 +60,82 @@ def test_checksum_mismatch(tmp_path, datasets_dir):
     result = run("eval", "-b", "truthfulqa-mc1", "--datasets-dir", str(tmp_path))
     assert result.exit_code == 1
     assert "error: checksum mismatch" in result.output
+
+
+def test_the_cli_names_its_flag_for_the_engines_hint():
+    """The engine's error names the setting; each command adds its own flag."""
+    spec = str(FIXTURES / "capitals.yaml")  # 4 samples
+    sampled = run("benchmark", "sample", spec, "-n", "10")
+    assert sampled.exit_code == 1
+    line = " ".join(sampled.output.split())
+    assert (
+        "error: world-capitals has 4 samples; cannot draw 10; draw fewer samples (--samples)"
+        in (line)
+    )
+    with pytest.raises(ConfigError) as info:  # the same error, raised by the engine
+        select_samples(load_benchmark(spec, BenchmarkContext()), 10, "0")
+    assert info.value.message.endswith("cannot draw 10; draw fewer samples")
+    assert info.value.hint is not None and info.value.hint.setting == "samples"
+
+
+def test_data_the_hub_cannot_give_names_the_datasets_flag(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    from quorumbench.settings import get_settings
+
+    def offline(*args, **kwargs):
+        raise OSError("offline")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
+    monkeypatch.delenv("QB_DATASETS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env here
+    get_settings.cache_clear()
+    try:
+        result = run("benchmark", "sample", "truthfulqa-mc1", "-n", "1")
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 1
+    line = " ".join(result.output.split())
+    assert line.startswith("error: cannot download truthfulqa/truthful_qa")
+    assert line.endswith(
+        "from the Hub (OSError); offline, give a datasets directory that holds a local copy "
+        "(--datasets-dir or QB_DATASETS_DIR)"
+    )
+
+
+def test_only_a_flag_the_command_has_is_named():
+    from typing import Annotated
+
+    import typer
+
+    from quorumbench.cli._hints import error_message, option_flag
+    from quorumbench.errors import Hint
+
+    def command(
+        n: Annotated[int, typer.Option("-n", "--samples")] = 1,
+        batch_size: Annotated[int, typer.Option()] = 8,
+        trace: Annotated[bool, typer.Option("--trace/--no-trace")] = False,
+    ) -> None: ...
+
+    assert option_flag(command, "n") == "--samples"
+    assert option_flag(command, "batch_size") == "--batch-size"
+    assert option_flag(command, "trace") == "--trace"
+    assert option_flag(command, "device") is None
+    error = ConfigError("too big", hint=Hint("batch_size", "make it smaller"))
+    assert error_message(error, command) == "too big; make it smaller (--batch-size)"
+    other = ConfigError("no GPU", hint=Hint("device", "choose the cpu device"))
+    assert error_message(other, command) == "no GPU; choose the cpu device"
+    assert error_message(ConfigError("plain"), command) == "plain"
+
+
+def test_pickled_weights_name_the_flag_that_allows_them(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not really a pickle")
+    result = run("eval", "-m", f"hf:{tmp_path}", "-n", "1")
+    assert result.exit_code == 1
+    line = " ".join(result.output.split())
+    assert "which can run code when loaded; convert them to safetensors, or allow pickled" in line
+    assert line.endswith("if you trust them (--allow-pickle)")
 
 
 def test_debug_shows_the_traceback():

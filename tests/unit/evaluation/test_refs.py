@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from quorumbench.errors import InvalidRefError
@@ -58,6 +60,8 @@ def test_upper_case_revision_is_normalised():
         ("bundled:Big Model", "lowercase"),
         ("bundled:smollm2-135m-instruct@main", "64-hex SHA-256 of its file"),
         ("s3:bucket/key", "unknown scheme"),
+        ("S3:bucket/key@" + SHA, "unknown scheme"),
+        ("my_scheme:x@" + SHA, "unknown scheme"),
         ("hf:", "nothing after"),
     ],
 )
@@ -120,3 +124,38 @@ def test_allow_moving_still_rejects_bad_refs(text, reason):
 def test_moving_refs_are_rejected_by_default(text):
     with pytest.raises(InvalidRefError):
         parse_ref(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"vllm:whatever@{SHA}", ModelRef("vllm", "whatever", SHA)),
+        (f"vllm:org/name@{SHA256.upper()}", ModelRef("vllm", "org/name", SHA256)),
+        (f"my-backend:a@b#c@{SHA}", ModelRef("my-backend", "a@b#c", SHA)),
+        (f"mock:say/%23%23%23%23%204@{SHA256}", ModelRef("mock", "say/%23%23%23%23%204", SHA256)),
+    ],
+)
+def test_a_plugin_scheme_parses_pinned(text, expected):
+    ref = parse_ref(text)
+    assert ref == expected
+    assert not ref.is_local
+    assert parse_ref(ref.canonical()) == ref
+    assert parse_ref(text, allow_moving=True) == ref
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("vllm:whatever", "a backend plugin's ref is pinned: vllm:<location>@<40-hex commit"),
+        ("vllm:whatever@main", "pinned"),
+        ("vllm:whatever@" + SHA[:-1], "pinned"),
+        ("vllm:@" + SHA, "nothing between 'vllm:' and '@'"),
+        ("vllm:a b@" + SHA, "whitespace or control characters"),
+        ("vllm:a\x00b@" + SHA, "whitespace or control characters"),
+        ("x" * 33 + ":a@" + SHA, "unknown scheme"),
+    ],
+)
+def test_a_plugin_ref_is_always_pinned(text, reason):
+    for allow_moving in (False, True):  # nothing resolves a plugin's branch names
+        with pytest.raises(InvalidRefError, match=re.escape(reason)):
+            parse_ref(text, allow_moving=allow_moving)

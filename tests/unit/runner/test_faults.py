@@ -27,6 +27,7 @@ from quorumbench.errors import (
     SignatureError,
     UnknownBenchmarkError,
 )
+from quorumbench.evaluation.data import LOCAL_COPY
 from quorumbench.runner.faults import (
     RunnerSetupError,
     fault_of,
@@ -78,14 +79,13 @@ def test_which_refusals_end_the_runner(error, ends):
 
 
 def test_a_data_error_names_what_the_runner_reads_instead_of_evals_advice():
-    error = DataNotFoundError(
-        "gsm8k/train.jsonl has no Hub source; set QB_DATASETS_DIR or pass --datasets-dir"
-    )
+    error = DataNotFoundError("gsm8k/train.jsonl has no Hub source", hint=LOCAL_COPY)
+    assert error.message.endswith("; give a datasets directory that holds a local copy")
     message = setup_error(error, None).message
     assert message.startswith("gsm8k/train.jsonl has no Hub source; this runner reads ")
     assert "from the Hub" in message
     assert "--datasets-dir or QB_RUNNER_DATASETS_DIR (or QB_DATASETS_DIR)" in message
-    assert "set QB_DATASETS_DIR or pass" not in message
+    assert "give a datasets directory" not in message
     local = setup_error(DataNotFoundError("data file not found: /d/x"), Path("/d")).message
     assert local.startswith("data file not found: /d/x; this runner reads benchmark data from /d")
 

@@ -22,6 +22,7 @@ from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
     DataNotFoundError,
+    Hint,
     InvalidSubmissionError,
     LeaseExpiredError,
     MissingDependencyError,
@@ -324,8 +325,8 @@ def test_a_data_mismatch_is_a_setup_error(arith):
 def test_missing_data_names_the_variables_the_runner_reads(arith):
     def loader(name, context):
         raise DataNotFoundError(
-            "cannot download org/data@abc/test.parquet from the Hub (ConnectError); offline, "
-            "set QB_DATASETS_DIR to a local copy"
+            "cannot download org/data@abc/test.parquet from the Hub (ConnectError)",
+            hint=Hint("datasets_dir", "offline, give a datasets directory that holds a copy"),
         )
 
     client = FakeClient([make_task(arith)])
@@ -334,7 +335,7 @@ def test_missing_data_names_the_variables_the_runner_reads(arith):
     outcome = runner.run_once()
     assert outcome.status == "setup-error"
     assert outcome.detail.startswith("cannot download org/data@abc/test.parquet")
-    assert "set QB_DATASETS_DIR to a local copy" not in outcome.detail  # eval's advice
+    assert "give a datasets directory" not in outcome.detail  # the engine's advice
     assert "reads benchmark data from /data/here" in outcome.detail
     assert "--datasets-dir or QB_RUNNER_DATASETS_DIR" in outcome.detail
     assert client.released == [100] and client.failed == []

@@ -121,6 +121,13 @@ def test_local_errors_name_the_path(tmp_path):
         inspect_model("s3:bucket/key")
 
 
+@pytest.mark.parametrize("ref", [f"vllm:org/model@{SHA}", f"mock:empty@{SHA}"])
+def test_a_plugin_or_mock_scheme_is_not_inspected(ref):
+    scheme = ref.partition(":")[0]
+    with pytest.raises(RegistrationError, match=f"the server cannot inspect {scheme}: models"):
+        inspect_model(ref)
+
+
 # --- LoRA adapters --------------------------------------------------------------------
 
 
