@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, Integer, bindparam, exists, select
 
 from quorumbench.core.consensus import Verdict, canary_passes, verdict_from_dict
 from quorumbench.db.models import Lease, Model, Runner, Task
+from quorumbench.protocol import ResultPayload
 from quorumbench.services.context import ServerContext
 from quorumbench.services.finalize import (
     _COUNTED,
@@ -24,10 +25,6 @@ from quorumbench.services.finalize import (
     _tally,
     _TaskState,
 )
-
-if TYPE_CHECKING:
-    from quorumbench.services.results import ResultPayload
-
 
 # A canary is a spot check: a task that has just reached consensus is, now and then,
 # kept open for one more runner instead of being published. To that runner it is an

@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
 
 from quorumbench.core.canonical import predictions_digest
@@ -26,6 +25,7 @@ from quorumbench.errors import (
     LeaseExpiredError,
     NotFoundError,
 )
+from quorumbench.protocol import ResultPayload, ResultSignature
 from quorumbench.queue.base import Claimant
 from quorumbench.services.canaries import _canary_wanted, _finish_canary, _settle_as_canary
 from quorumbench.services.context import ServerContext
@@ -37,32 +37,7 @@ from quorumbench.services.finalize import (
     _record_outcome,
     _TaskState,
 )
-from quorumbench.services.runner_keys import ResultSignature, check_signature
-
-
-class ResultPayload(BaseModel):
-    """What a runner submits for one lease."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    task_id: int
-    score: float = Field(ge=0, le=1)
-    n: int = Field(ge=1)
-    sample_ids: list[str]
-    sample_scores: list[float]
-    sample_output_hashes: list[str]
-    outputs_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    runtime_s: float = Field(ge=0)
-    hardware: dict[str, Any] = Field(default_factory=dict)
-    model_revision: str | None = None
-    sample_predictions: list[StrictInt | StrictStr | None] | None = None
-    """The canonical prediction per sample (``evaluation/predictions.py``). Optional in
-    the schema only so that an older runner's result gets :func:`_validate`'s message
-    naming the upgrade: a result without it is refused."""
-    predictions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-
-    def digest(self) -> str:
-        return result_digest(self.model_dump(mode="json"))
+from quorumbench.services.runner_keys import check_signature
 
 
 @dataclass(frozen=True)
@@ -181,7 +156,7 @@ def submit_result(
     result is then stored unsigned.
     """
     now = ctx.now()
-    digest = payload.digest()
+    digest = result_digest(payload)
     with ctx.db.write_connection() as conn:
         sqlite = ctx.db.dialect == "sqlite"
         query = _LEASE_SQLITE if sqlite else _LEASE_LOCKED
@@ -219,7 +194,7 @@ def submit_result(
                 "predictions_sha256": payload.predictions_sha256,
                 "sample_predictions": payload.sample_predictions,
                 "runtime_s": payload.runtime_s,
-                "hardware": payload.hardware,
+                "hardware": payload.hardware.model_dump(mode="json"),
                 "payload_sha256": digest,
                 "counted": counted,
                 "outlier": False,
