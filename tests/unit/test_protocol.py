@@ -162,7 +162,9 @@ def verifies(task: Task, lease_id: int, attempt: int, body: bytes, server_model:
         task, lease_id, attempt, result_digest(payload), signature["signed_at"]
     )
     try:
-        VerifyKey(bytes(KEY.signing_key.verify_key)).verify(message, bytes.fromhex(signature["value"]))
+        VerifyKey(bytes(KEY.signing_key.verify_key)).verify(
+            message, bytes.fromhex(signature["value"])
+        )
     except BadSignatureError:
         return False
     return True

@@ -23,9 +23,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from quorumbench import errors
+from quorumbench import errors, protocol
 from quorumbench.logs import event
-from quorumbench.protocol import PROTOCOL_VERSION
 from quorumbench.web import routes as web
 
 log = logging.getLogger("quorumbench.api")
@@ -99,7 +98,7 @@ def problem(
     elif status == 503:
         headers = {"Retry-After": str(retry_after or RETRY_AFTER_S)}
     elif status == 426:  # RFC 9110: name the protocol to upgrade to
-        headers = {"Upgrade": f"quorumbench-runner/{PROTOCOL_VERSION}"}
+        headers = {"Upgrade": f"quorumbench-runner/{protocol.PROTOCOL_VERSION}"}
     elif retry_after is not None:
         headers = {"Retry-After": str(retry_after)}
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)

@@ -83,6 +83,7 @@ _BY_CODE: dict[str, type[errors.QuorumError]] = {
         errors.ConfigError,
         errors.UnknownBenchmarkError,
         errors.SignatureError,
+        errors.UnsupportedProtocolError,
     )
 }
 """Problem ``type`` codes the runner can act on; others fall back to ``_BY_STATUS``."""

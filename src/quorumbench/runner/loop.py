@@ -50,6 +50,7 @@ from quorumbench.errors import (
     RateLimitedError,
     SandboxError,
     ServerUnavailableError,
+    UnsupportedProtocolError,
 )
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.results import RunResult
@@ -420,6 +421,8 @@ class Runner:
 def fatal_error(outcome: TaskOutcome) -> QuorumError:
     """The one-line error that ends the runner after ``outcome`` (``ends_runner``)."""
     error = outcome.error or RunnerSetupError(outcome.detail)
+    if isinstance(error, UnsupportedProtocolError):  # its message says how to upgrade
+        return error
     if outcome.status == "rejected":
         return RunnerSetupError(
             f"the server refuses this runner's results: {error.message} (check its token, "

@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from quorumbench.errors import (
     AuthenticationError,
+    ConfigError,
     ConflictError,
     InvalidSubmissionError,
     LeaseExpiredError,
@@ -21,6 +22,7 @@ from quorumbench.errors import (
     QuorumError,
     RateLimitedError,
     ServerUnavailableError,
+    UnsupportedProtocolError,
 )
 from quorumbench.protocol import ResultPayload, Task
 from quorumbench.runner.client import Lease, ServerClient
@@ -445,3 +447,35 @@ def test_a_submission_carries_predictions_the_server_reads_back_to_the_same_dige
     assert parsed.sample_predictions == predictions
     assert result_digest(parsed) == result_digest(payload)
     assert _prediction_problems(parsed) == []
+
+
+def test_a_protocol_the_server_refuses_is_one_error_never_retried():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(json.loads(request.content))
+        body = {
+            "type": "/problems/unsupported-protocol",
+            "title": "Unsupported protocol",
+            "status": 426,
+            "detail": "this server accepts runner protocol 2.0; this runner speaks 1.0: upgrade",
+            "protocol_version": "1.0",
+            "accepted_versions": "2.0",
+        }
+        return httpx.Response(426, json=body, headers={"content-type": "application/problem+json"})
+
+    with pytest.raises(UnsupportedProtocolError) as caught:
+        make_client(handler).pull()
+    assert (caught.value.version, caught.value.accepted) == ("1.0", "2.0")
+    assert caught.value.message.startswith("this server accepts runner protocol 2.0")
+    assert len(calls) == 1 and calls[0]["protocol_version"] == "1.0"
+
+
+def test_an_answer_that_is_not_the_protocols_names_the_endpoint():
+    grant = lease_body(datetime.now(UTC) + timedelta(seconds=60))
+    del grant["task"]["seed_commitment"]
+    with pytest.raises(ConfigError) as caught:
+        make_client(lambda r: httpx.Response(201, json=grant)).pull()
+    message = caught.value.message
+    assert "answer to POST /v0/leases is not protocol 1.0's LeaseGrant" in message
+    assert "task.seed_commitment: Field required" in message

@@ -30,6 +30,7 @@ from quorumbench.errors import (
     NotFoundError,
     ServerUnavailableError,
     SignatureError,
+    UnsupportedProtocolError,
 )
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import select_samples
@@ -440,6 +441,23 @@ def test_a_refused_signature_releases_and_stops_the_runner(arith):
     client.submit = refuse
     with pytest.raises(RunnerSetupError, match="refuses this runner's results"):
         make_runner(client).run_forever(threading.Event())
+    assert client.released == [100]
+    assert len(client.pulled) == 1
+
+
+def test_a_protocol_refused_at_submit_releases_and_stops_the_runner(arith):
+    """The server was upgraded while the task ran: its refusal ends the runner with the
+    server's own words (which say how to upgrade), not a hint about tokens and keys."""
+    client = FakeClient([make_task(arith), make_task(arith, 2, seed="t")])
+    said = "this server accepts runner protocol 2.0; this runner speaks 1.0: upgrade"
+
+    def refuse(lease, payload):
+        raise UnsupportedProtocolError(said, "1.0", "2.0")
+
+    client.submit = refuse
+    with pytest.raises(UnsupportedProtocolError) as caught:
+        make_runner(client).run_forever(threading.Event())
+    assert caught.value.message == said
     assert client.released == [100]
     assert len(client.pulled) == 1
 
