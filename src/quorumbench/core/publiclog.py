@@ -27,7 +27,7 @@ from quorumbench.core.merkle import (
     verify_consistency,
 )
 from quorumbench.core.signing import result_digest, result_message
-from quorumbench.protocol import ResultPayload
+from quorumbench.protocol import ResultPayload, TaskStatus
 
 LOG_NAME = "quorumbench-log/v1"
 PAYLOAD_FIELDS = tuple(
@@ -399,7 +399,7 @@ def leaderboard_from_log(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[int
     for row in entries:
         entry = row["entry"]
         consensus = entry["consensus"]
-        if consensus["status"] != "DONE":
+        if consensus["status"] != TaskStatus.DONE:
             continue
         task = entry["task"]
         key = (task["model"]["id"], task["benchmark"]["name"])

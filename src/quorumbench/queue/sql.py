@@ -42,14 +42,14 @@ from sqlalchemy.orm import aliased
 
 from quorumbench import protocol
 from quorumbench.db.engine import Database
-from quorumbench.db.models import Benchmark, Epoch, Lease, Model, Task
+from quorumbench.db.models import Benchmark, Epoch, Lease, LeaseState, Model, Task
 from quorumbench.errors import LeaseExpiredError, NotFoundError
 from quorumbench.protocol import TaskBenchmark, TaskModel
 from quorumbench.queue.base import Claim, Claimant
 
-LIVE_STATES = ("ACTIVE", "SUBMITTED")
+LIVE_STATES = (LeaseState.ACTIVE, LeaseState.SUBMITTED)
 """Lease states that hold a task slot for the account (see the unique index above)."""
-BARRED_STATES = (*LIVE_STATES, "FAILED")
+BARRED_STATES = (*LIVE_STATES, LeaseState.FAILED)
 """An account is not offered a task it holds a live lease of, or reported it failed."""
 
 CLAIM_TRIES = 3
@@ -276,7 +276,7 @@ class SqlTaskQueue:
                 "account_id": claimant.account_id,
                 "attempt": taken.attempts,
                 "round": taken.round,
-                "state": "ACTIVE",
+                "state": LeaseState.ACTIVE,
                 "leased_at": now,
                 "expires_at": expires,
                 "pull_key": key,
@@ -315,7 +315,7 @@ class SqlTaskQueue:
             ).first()
             if lease is None:
                 return None, key
-            if lease.state != "ACTIVE" or lease.expires_at <= now:
+            if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
                 return None, None
             task = conn.execute(self._task_row, {"task_id": lease.task_id}).one()
             claim = Claim(
@@ -339,8 +339,8 @@ class SqlTaskQueue:
             raise LeaseExpiredError(
                 f"lease {lease_id} is attempt {lease.attempt}, not {attempt} (superseded)"
             )
-        if lease.state != "ACTIVE" or lease.expires_at <= now:
-            state = "EXPIRED" if lease.state == "ACTIVE" else lease.state
+        if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
+            state = LeaseState.EXPIRED if lease.state == LeaseState.ACTIVE else lease.state
             raise LeaseExpiredError(f"lease {lease_id} is {state.lower()}, not active")
         return lease
 
@@ -359,7 +359,7 @@ class SqlTaskQueue:
         now: datetime,
         failure: str | None = None,
     ) -> None:
-        state = "RELEASED" if failure is None else "FAILED"
+        state = LeaseState.RELEASED if failure is None else LeaseState.FAILED
         with self.db.write_connection() as conn:
             lease = self._active_lease(conn, claimant, lease_id, attempt, now)
             conn.execute(
@@ -376,7 +376,7 @@ class SqlTaskQueue:
         with self.db.write_connection() as conn:
             query = (
                 select(Lease.id, Lease.task_id)
-                .where(Lease.state == "ACTIVE", Lease.expires_at <= now)
+                .where(Lease.state == LeaseState.ACTIVE, Lease.expires_at <= now)
                 .order_by(Lease.task_id, Lease.id)  # one lock order for the task rows
             )
             if self.db.dialect == "postgresql":
@@ -387,7 +387,9 @@ class SqlTaskQueue:
             overdue = conn.execute(query).all()
             for lease in overdue:
                 conn.execute(
-                    update(Lease).where(Lease.id == lease.id).values(state="EXPIRED", ended_at=now)
+                    update(Lease)
+                    .where(Lease.id == lease.id)
+                    .values(state=LeaseState.EXPIRED, ended_at=now)
                 )
                 conn.execute(
                     update(Task)

@@ -18,14 +18,14 @@ from sqlalchemy import Connection, Integer, bindparam, func, insert, select, upd
 from quorumbench.core.canonical import predictions_digest
 from quorumbench.core.consensus import Vote, quorum_verdict
 from quorumbench.core.signing import result_digest
-from quorumbench.db.models import Benchmark, Lease, Model, Result, Runner, Task
+from quorumbench.db.models import Benchmark, Lease, LeaseState, Model, Result, Runner, Task
 from quorumbench.errors import (
     ConflictError,
     InvalidSubmissionError,
     LeaseExpiredError,
     NotFoundError,
 )
-from quorumbench.protocol import ResultPayload, ResultSignature
+from quorumbench.protocol import ResultPayload, ResultSignature, TaskStatus
 from quorumbench.queue.base import Claimant
 from quorumbench.services.canaries import _canary_wanted, _finish_canary, _settle_as_canary
 from quorumbench.services.context import ServerContext
@@ -44,7 +44,7 @@ from quorumbench.services.runner_keys import check_signature
 class SubmitOutcome:
     result_id: int
     task_id: int
-    task_status: str
+    task_status: TaskStatus
     round: int
     duplicate: bool
 
@@ -137,7 +137,7 @@ _INSERT_RESULT = insert(Result).returning(Result.id)
 _SUBMITTED = (
     update(Lease)
     .where(Lease.id == bindparam("lease_id", type_=Integer))
-    .values(state="SUBMITTED", ended_at=bindparam("now"))
+    .values(state=LeaseState.SUBMITTED, ended_at=bindparam("now"))
 )
 
 
@@ -165,10 +165,10 @@ def submit_result(
             raise NotFoundError(f"no lease {lease_id} for this account")
         if lease.attempt != attempt:
             raise LeaseExpiredError(f"lease {lease_id} is attempt {lease.attempt}, not {attempt}")
-        if lease.state == "SUBMITTED":
+        if lease.state == LeaseState.SUBMITTED:
             return _repeat(conn, lease, digest)
-        if lease.state != "ACTIVE" or lease.expires_at <= now:
-            state = "expired" if lease.state == "ACTIVE" else lease.state.lower()
+        if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
+            state = "expired" if lease.state == LeaseState.ACTIVE else lease.state.lower()
             raise LeaseExpiredError(f"lease {lease_id} is {state}; the result was not counted")
         _validate(payload, lease)
         if signature is not None:
@@ -248,10 +248,10 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
         threshold=settings.agreement_threshold,
         tolerance=settings.sample_tolerance,
     )
-    if verdict.status == "PENDING":
+    if verdict.status == TaskStatus.PENDING:
         return []
     now = ctx.now()
-    if verdict.status == "DONE":
+    if verdict.status == TaskStatus.DONE:
         if _canary_wanted(ctx, conn, lease, now):
             _settle_as_canary(ctx, conn, task, verdict, now)
             task.note("task.canary", round=task.round, score=verdict.score)
@@ -259,17 +259,26 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
         _publish_done(ctx, conn, lease, task, counted, verdict, now)
         return []
     _record_outcome(conn, task, verdict, now)
-    task.status = "DISPUTED"
+    task.status = TaskStatus.DISPUTED
     if task.round >= settings.max_rounds:
-        conn.execute(_TASK, {"task_id_": task.id, "status": "DISPUTED", "finalized_at": now})
+        conn.execute(
+            _TASK, {"task_id_": task.id, "status": TaskStatus.DISPUTED, "finalized_at": now}
+        )
         _log_final(ctx, conn, task, verdict, now)
-        task.note("task.finalized", status="DISPUTED", round=task.round, spread=verdict.spread)
+        task.note(
+            "task.finalized", status=TaskStatus.DISPUTED, round=task.round, spread=verdict.spread
+        )
         return []
     task.note("task.disputed", round=task.round, spread=verdict.spread, more=settings.quorum_step)
     task.round += 1
     task.quorum += settings.quorum_step
     conn.execute(
         _TASK.values(open_slots=Task.open_slots + settings.quorum_step),
-        {"task_id_": task.id, "status": "DISPUTED", "round": task.round, "quorum": task.quorum},
+        {
+            "task_id_": task.id,
+            "status": TaskStatus.DISPUTED,
+            "round": task.round,
+            "quorum": task.quorum,
+        },
     )
     return [task.id]
