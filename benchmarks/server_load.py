@@ -68,6 +68,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from quorumbench.core.canonical import predictions_digest, sha256_hex
 from quorumbench.core.signing import message_for_task, result_digest
+from quorumbench.protocol import Hardware, ResultPayload, Task
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/qb_bench"
@@ -846,26 +847,30 @@ def fixed_answer(lease: dict[str, Any], key: SigningKey, pull_next: bool = False
     ids = task["sample_ids"]
     scores = [float(zlib.crc32(sid.encode()) % 2) for sid in ids]
     hashes = [hashlib.sha256(f"answer:{sid}".encode()).hexdigest() for sid in ids]
-    result = {
-        "task_id": task["id"],
-        "score": sum(scores) / len(scores),
-        "n": task["n_samples"],
-        "sample_ids": ids,
-        "sample_scores": scores,
-        "sample_output_hashes": hashes,
-        "outputs_sha256": hashlib.sha256("".join(hashes).encode()).hexdigest(),
-        "sample_predictions": [int(s) for s in scores],
-        "predictions_sha256": predictions_digest(int(s) for s in scores),
-        "runtime_s": 0.0,
-        "hardware": {"simulated": True},
-    }
+    result = ResultPayload(
+        task_id=task["id"],
+        score=sum(scores) / len(scores),
+        n=task["n_samples"],
+        sample_ids=ids,
+        sample_scores=scores,
+        sample_output_hashes=hashes,
+        outputs_sha256=hashlib.sha256("".join(hashes).encode()).hexdigest(),
+        sample_predictions=[int(s) for s in scores],
+        predictions_sha256=predictions_digest(int(s) for s in scores),
+        runtime_s=0.0,
+        hardware=Hardware(device="simulated"),
+    )
     signed_at = datetime.now(UTC).isoformat()
     message = message_for_task(
-        task, lease["lease_id"], lease["attempt"], result_digest(result), signed_at
+        Task.model_validate(task),
+        lease["lease_id"],
+        lease["attempt"],
+        result_digest(result),
+        signed_at,
     )
     body: dict[str, Any] = {
         "attempt": lease["attempt"],
-        "result": result,
+        "result": result.model_dump(mode="json"),
         "signature": {
             "key_id": sha256_hex(bytes(key.verify_key)),
             "signed_at": signed_at,

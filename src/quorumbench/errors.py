@@ -42,6 +42,7 @@ QuorumError
 ├── ProviderError               the login provider failed or answered badly
 ├── RateLimitedError            too many requests or registrations; wait (Retry-After)
 ├── InvalidSubmissionError      a result that does not match its task
+├── UnsupportedProtocolError    a runner whose wire protocol the server no longer accepts
 ├── RegistrationError           a model that may not be registered (too large…)
 └── ServiceUnavailableError     a service we depend on is down; try again later
     ├── DatabaseUnavailableError the database cannot be reached or used
@@ -256,6 +257,21 @@ class SignatureError(InvalidSubmissionError):
     """A result's signature is missing, unknown, revoked, stale or does not verify."""
 
     code = "invalid-signature"
+
+
+class UnsupportedProtocolError(QuorumError):
+    """A runner speaks a protocol version (``protocol.py``) the server does not accept.
+
+    ``version`` is the runner's, ``accepted`` the server's range in words; waiting does
+    not help, only installing another quorumbench on the runner.
+    """
+
+    code = "unsupported-protocol"
+
+    def __init__(self, message: str, version: str, accepted: str) -> None:
+        super().__init__(message)
+        self.version = version
+        self.accepted = accepted
 
 
 class RegistrationError(QuorumError):

@@ -6,9 +6,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nacl.signing import SigningKey
+from pydantic import ValidationError
 
-from quorumbench.core.canonical import sha256_hex
+from quorumbench.core.canonical import canonical_json, sha256_hex
 from quorumbench.core.signing import message_for_task, result_digest
+from quorumbench.protocol import ResultPayload, Task
 
 
 class Keyring:
@@ -38,11 +40,19 @@ class Keyring:
 def signature(
     key: SigningKey, lease: dict[str, Any], result: dict[str, Any], signed_at: str | None = None
 ) -> dict[str, str]:
-    """The ``signature`` object for submitting ``result`` under ``lease`` (as served)."""
+    """The ``signature`` object for submitting ``result`` under ``lease`` (as served).
+
+    A ``result`` that is not a valid payload (adversarial tests send such) is signed
+    over the canonical JSON of what is sent: the server refuses it before any check of
+    the signature.
+    """
     signed_at = signed_at or datetime.now(UTC).isoformat()
-    message = message_for_task(
-        lease["task"], lease["lease_id"], lease["attempt"], result_digest(result), signed_at
-    )
+    try:
+        digest = result_digest(ResultPayload.model_validate(result))
+    except ValidationError:
+        digest = sha256_hex(canonical_json(result))
+    task = Task.model_validate(lease["task"])
+    message = message_for_task(task, lease["lease_id"], lease["attempt"], digest, signed_at)
     return {
         "key_id": sha256_hex(bytes(key.verify_key)),
         "signed_at": signed_at,

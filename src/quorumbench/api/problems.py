@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from quorumbench import errors
+from quorumbench import errors, protocol
 from quorumbench.logs import event
 from quorumbench.web import routes as web
 
@@ -48,6 +48,7 @@ STATUS: dict[type[errors.QuorumError], int] = {
     errors.AuthorizationPendingError: 428,
     errors.LoginExpiredError: 410,
     errors.ProviderError: 502,
+    errors.UnsupportedProtocolError: 426,
 }
 RETRY_AFTER_S = 5
 """What a 503 tells clients to wait before trying again."""
@@ -96,6 +97,8 @@ def problem(
         headers = {"WWW-Authenticate": "Bearer"}
     elif status == 503:
         headers = {"Retry-After": str(retry_after or RETRY_AFTER_S)}
+    elif status == 426:  # RFC 9110: name the protocol to upgrade to
+        headers = {"Upgrade": f"quorumbench-runner/{protocol.PROTOCOL_VERSION}"}
     elif retry_after is not None:
         headers = {"Retry-After": str(retry_after)}
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
@@ -116,6 +119,9 @@ async def quorum_error(request: Request, exc: Exception) -> JSONResponse:
     retry = exc.retry_after if isinstance(exc, errors.RateLimitedError) else None
     if isinstance(exc, errors.AuthorizationPendingError):
         extra["interval"] = retry = exc.interval
+    if isinstance(exc, errors.UnsupportedProtocolError):
+        extra["protocol_version"] = exc.version
+        extra["accepted_versions"] = exc.accepted
     return problem(
         request, status_for(exc), exc.code, _title(exc.code), exc.message, retry, **extra
     )

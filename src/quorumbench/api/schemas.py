@@ -1,15 +1,17 @@
-"""HTTP request and response bodies (separate from the ORM models)."""
+"""HTTP request and response bodies (separate from the ORM models).
+
+The bodies runners exchange with the server (leases, results, signatures) are the
+wire protocol's, in ``quorumbench/protocol.py``.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quorumbench.services.model_metadata import model_size
-from quorumbench.services.results import ResultPayload
-from quorumbench.services.runner_keys import ResultSignature
 
 
 class _Out(BaseModel):
@@ -113,71 +115,6 @@ class EpochOut(BaseModel):
     ends_at: datetime
     seed_commitment: str
     seed: str | None = Field(description="Revealed once the epoch has ended.")
-
-
-PullKey = Annotated[str, Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-
-
-class LeaseIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    runner: str = Field("default", description="Runner name within the account.")
-    pull_key: PullKey | None = Field(
-        None,
-        description="Idempotency key: a retried pull with the same key returns the same lease.",
-    )
-
-
-class LeaseOut(BaseModel):
-    lease_id: int
-    attempt: int
-    expires_at: datetime
-    task: dict[str, Any]
-
-
-class HeartbeatIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    attempt: int
-
-
-class FailureIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    attempt: int
-    reason: str = Field(
-        min_length=1, max_length=500, description="Why the task could not be evaluated."
-    )
-
-
-class HeartbeatOut(BaseModel):
-    lease_id: int
-    expires_at: datetime
-
-
-class SubmitIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    attempt: int
-    result: ResultPayload
-    signature: ResultSignature = Field(
-        description="The runner's Ed25519 signature over the result (see docs/server.md)."
-    )
-    next_pull_key: PullKey | None = Field(
-        None,
-        description="Also pull the next task, with this idempotency key (see ``next``).",
-    )
-
-
-class SubmitOut(BaseModel):
-    result_id: int
-    task_id: int
-    task_status: str
-    round: int
-    duplicate: bool
-    next: LeaseOut | None = Field(
-        None, description="The next lease when ``next_pull_key`` was sent and a task was free."
-    )
 
 
 class LeaderboardRowOut(BaseModel):

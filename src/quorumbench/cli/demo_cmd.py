@@ -39,6 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from quorumbench.cli._console import escape
 from quorumbench.errors import ConfigError, ConflictError, QuorumError
+from quorumbench.protocol import TaskStatus
 from quorumbench.runner.client import ServerClient
 from quorumbench.runner.keys import create_key
 
@@ -397,7 +398,7 @@ def _wait_for_consensus(
             tasks = _tasks(api, model_ids)
             final = [t for t in tasks if t["final"]]
             # An open task shows no result count (it would give canaries away).
-            disputed = sum(1 for t in tasks if t["status"] == "DISPUTED")
+            disputed = sum(1 for t in tasks if t["status"] == TaskStatus.DISPUTED)
             detail = f"{disputed} disputed" if disputed else ""
             progress.update(bar, total=len(tasks), completed=len(final), detail=detail)
             if tasks and len(final) == len(tasks):

@@ -39,9 +39,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Any, Literal
+from typing import Any
 
-Status = Literal["PENDING", "DONE", "DISPUTED"]
+from quorumbench.protocol import TaskStatus
 
 DEFAULT_TOLERANCE = 0.2
 """Share of a task's samples on which an agreeing result may differ from the
@@ -76,7 +76,7 @@ class Vote:
 class Verdict:
     """The outcome of comparing the votes of one task."""
 
-    status: Status
+    status: TaskStatus
     score: float | None
     spread: float | None
     agreeing: tuple[int, ...]
@@ -91,7 +91,7 @@ class Verdict:
     def as_dict(self) -> dict[str, Any]:
         """The verdict as JSON-ready fields (lists for the tuples)."""
         return {
-            "status": self.status,
+            "status": self.status.value,
             "score": self.score,
             "spread": self.spread,
             "agreeing": list(self.agreeing),
@@ -191,7 +191,7 @@ def quorum_verdict(
     if len({v.result_id for v in votes}) != len(votes):
         raise ValueError("each vote needs a distinct result id")
     if len(votes) < quorum:
-        return Verdict("PENDING", None, None, (), (), (), ())
+        return Verdict(TaskStatus.PENDING, None, None, (), (), (), ())
     spread = max(v.score for v in votes) - min(v.score for v in votes)
     consensus, agreement = per_sample(votes, epsilon)
     if consensus:
@@ -209,7 +209,7 @@ def quorum_verdict(
         else:
             score = float(median(v.score for v in cluster))
         return Verdict(
-            "DONE",
+            TaskStatus.DONE,
             score,
             spread,
             tuple(sorted(inside)),
@@ -218,14 +218,14 @@ def quorum_verdict(
             agreement,
             *rule,
         )
-    return Verdict("DISPUTED", None, spread, (), (), consensus, agreement, *rule)
+    return Verdict(TaskStatus.DISPUTED, None, spread, (), (), consensus, agreement, *rule)
 
 
 def verdict_from_dict(fields: Mapping[str, Any]) -> Verdict:
     """The inverse of :meth:`Verdict.as_dict` (fields stored before the per-sample rule
     have no ``tolerance`` or ``epsilon``: they read as ``None``)."""
     return Verdict(
-        fields["status"],
+        TaskStatus(fields["status"]),
         fields["score"],
         fields["spread"],
         tuple(fields["agreeing"]),

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from quorumbench.core.canonical import canonical_json, predictions_digest, sha256_hex
 from quorumbench.core.consensus import canary_passes
 from quorumbench.core.leaderboard import Accumulator, interval
@@ -24,22 +26,18 @@ from quorumbench.core.merkle import (
     root,
     verify_consistency,
 )
-from quorumbench.core.signing import PREDICTION_FIELDS, result_digest, result_message
+from quorumbench.core.signing import result_digest, result_message
+from quorumbench.protocol import ResultPayload, TaskStatus
 
 LOG_NAME = "quorumbench-log/v1"
-PAYLOAD_FIELDS = (
-    "score",
-    "n",
-    "sample_scores",
-    "sample_output_hashes",
-    "outputs_sha256",
-    "runtime_s",
-    "hardware",
-    "model_revision",
+PAYLOAD_FIELDS = tuple(
+    name for name in ResultPayload.model_fields if name not in ("task_id", "sample_ids")
 )
-"""A result's submitted fields besides the task's id and sample ids (in every entry).
-``PREDICTION_FIELDS`` (``core/signing.py``) are submitted too, and are in a result's
-entry when it has them (every result submitted since migration 0010)."""
+"""A result's submitted fields (``protocol.ResultPayload``) that a log entry's result
+carries; its task's id and sample ids are the entry's task's. A field added after
+protocol 1.0 is in an entry only when the result had it (the predictions: every result
+submitted since migration 0010)."""
+PREDICTION_FIELDS = ("sample_predictions", "predictions_sha256")
 
 
 def entry_leaf(entry: Mapping[str, Any]) -> bytes:
@@ -254,12 +252,14 @@ def check_result_signatures(
             if sha256_hex(bytes.fromhex(sig["public_key"])) != sig["key_id"]:
                 problems.append(Problem(where, "key id is not the hash of the public key"))
                 continue
-            payload = {
-                "task_id": task["id"],
-                "sample_ids": task["sample_ids"],
-                **{name: result[name] for name in PAYLOAD_FIELDS},
-                **{name: result[name] for name in PREDICTION_FIELDS if name in result},
-            }
+            fields = {name: result[name] for name in PAYLOAD_FIELDS if name in result}
+            try:
+                payload = ResultPayload.model_validate(
+                    {**fields, "task_id": task["id"], "sample_ids": task["sample_ids"]}
+                )
+            except ValidationError as exc:
+                problems.append(Problem(where, f"its fields are not a result: {_first(exc)}"))
+                continue
             digest = result_digest(payload)
             if digest != result["payload_sha256"]:
                 problems.append(Problem(where, "its fields do not hash to its payload_sha256"))
@@ -278,6 +278,12 @@ def check_result_signatures(
             if not verify(message, sig["value"], sig["public_key"]):
                 problems.append(Problem(where, "the runner's signature does not verify"))
     return problems, unsigned
+
+
+def _first(exc: ValidationError) -> str:
+    """A validation error's first complaint: where, and what."""
+    error = exc.errors()[0]
+    return f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
 
 
 def check_result_predictions(entries: Sequence[Mapping[str, Any]]) -> tuple[list[Problem], int]:
@@ -393,7 +399,7 @@ def leaderboard_from_log(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[int
     for row in entries:
         entry = row["entry"]
         consensus = entry["consensus"]
-        if consensus["status"] != "DONE":
+        if consensus["status"] != TaskStatus.DONE:
             continue
         task = entry["task"]
         key = (task["model"]["id"], task["benchmark"]["name"])

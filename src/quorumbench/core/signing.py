@@ -2,23 +2,22 @@
 
 The message binds the result to everything it claims to be about: the task, the
 lease and its attempt (the fencing token), the model at its pinned ref, the
-benchmark version and its data, the result's own digest (``payload_sha256``) and
+benchmark version and its data, the result's own digest (``result_sha256``) and
 the time it was signed. A signature therefore cannot be moved onto another task,
 lease or revision, and the server refuses one signed outside the lease's lifetime.
+
+The result's digest is the SHA-256 of the canonical JSON of
+``ResultPayload.model_dump(mode="json")`` (``protocol.py``): the runner hashes the
+payload it sends, the server the payload it parsed, ``quorumbench verify`` the payload
+rebuilt from a log entry, all with :func:`result_digest`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from quorumbench.core.canonical import canonical_json, sha256_hex
+from quorumbench.protocol import ResultPayload, Task
 
 RESULT_SIGNATURE_CONTEXT = "quorumbench-result/v1"
-PREDICTION_FIELDS = ("sample_predictions", "predictions_sha256")
-"""Result fields added after the first signed results (migration 0010): part of the
-digest when present, left out of it when absent or null, so results signed before
-them still verify."""
 
 
 def result_message(
@@ -51,38 +50,26 @@ def result_message(
 
 
 def message_for_task(
-    task: Mapping[str, Any], lease_id: int, attempt: int, result_sha256: str, signed_at: str
+    task: Task, lease_id: int, attempt: int, result_sha256: str, signed_at: str
 ) -> bytes:
-    """:func:`result_message` from a task as the server hands it out (the lease's ``task``)."""
-    bench = task["benchmark"]
+    """:func:`result_message` for a result of ``task`` (as its lease granted it)."""
     return result_message(
-        task_id=int(task["id"]),
+        task_id=task.id,
         lease_id=lease_id,
         attempt=attempt,
-        model_ref=str(task["model"]["ref"]),
-        benchmark=str(bench["name"]),
-        benchmark_version=int(bench["version"]),
-        dataset_sha256=str(bench["dataset_sha256"]),
+        model_ref=task.model.ref,
+        benchmark=task.benchmark.name,
+        benchmark_version=task.benchmark.version,
+        dataset_sha256=task.benchmark.dataset_sha256,
         result_sha256=result_sha256,
         signed_at=signed_at,
     )
 
 
-def result_digest(result: Mapping[str, Any]) -> str:
-    """SHA-256 of a result's canonical JSON, its numbers typed as the server reads them.
+def result_digest(payload: ResultPayload) -> str:
+    """SHA-256 of the canonical JSON of ``payload.model_dump(mode="json")``.
 
-    The server parses a submission (``services.results.ResultPayload``) and hashes what
-    it parsed; a runner hashes what it sends. Typing the fields the same way here (a
-    score of ``1`` is ``1.0``, absent optional fields get their defaults) makes the
-    two agree byte for byte. The :data:`PREDICTION_FIELDS` are hashed only when they
-    are there (not null), so a result signed without them keeps its digest.
+    Fields added after protocol 1.0 are left out when absent (``protocol.added_field``),
+    so a result signed before a field existed keeps its digest.
     """
-    normal = {k: v for k, v in result.items() if not (k in PREDICTION_FIELDS and v is None)}
-    normal["task_id"] = int(normal["task_id"])
-    normal["n"] = int(normal["n"])
-    normal["score"] = float(normal["score"])
-    normal["runtime_s"] = float(normal["runtime_s"])
-    normal["sample_scores"] = [float(x) for x in normal["sample_scores"]]
-    normal.setdefault("hardware", {})
-    normal.setdefault("model_revision", None)
-    return sha256_hex(canonical_json(normal))
+    return sha256_hex(canonical_json(payload.model_dump(mode="json")))

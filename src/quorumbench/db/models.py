@@ -7,6 +7,7 @@ signing keys slot in as extra tables/columns (``runners.public_key`` is reserved
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -24,7 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from quorumbench.db.types import UTCDateTime
+from quorumbench.db.types import EnumText, UTCDateTime
+from quorumbench.protocol import TaskStatus
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -157,7 +159,7 @@ class Task(Base):
     benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"))
     epoch_id: Mapped[int] = mapped_column(ForeignKey("epochs.id"))
     n_samples: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="PENDING")
+    status: Mapped[TaskStatus] = mapped_column(EnumText(TaskStatus), default=TaskStatus.PENDING)
     round: Mapped[int] = mapped_column(Integer, default=1)
     quorum: Mapped[int] = mapped_column(Integer)
     open_slots: Mapped[int] = mapped_column(Integer)
@@ -172,7 +174,22 @@ class Task(Base):
     source tasks. Never shown to runners, and public only once the task is final."""
 
 
-LIVE_LEASE = "state IN ('ACTIVE', 'SUBMITTED')"
+class LeaseState(StrEnum):
+    """Where a lease stands; only an ACTIVE lease may be extended, released or submitted."""
+
+    ACTIVE = "ACTIVE"
+    SUBMITTED = "SUBMITTED"
+    """Its result is stored (ended)."""
+    RELEASED = "RELEASED"
+    """Given back by its runner (ended); the slot reopened at once."""
+    FAILED = "FAILED"
+    """Its runner could not evaluate the task (ended, with the reason); the account is
+    not offered the task again."""
+    EXPIRED = "EXPIRED"
+    """Not heartbeated in time (ended); the slot reopened."""
+
+
+LIVE_LEASE = f"state IN ('{LeaseState.ACTIVE}', '{LeaseState.SUBMITTED}')"
 
 
 class Lease(Base):
@@ -192,8 +209,8 @@ class Lease(Base):
         Index(
             "ix_leases_active_expiry",
             "expires_at",
-            postgresql_where=text("state = 'ACTIVE'"),
-            sqlite_where=text("state = 'ACTIVE'"),
+            postgresql_where=text(f"state = '{LeaseState.ACTIVE}'"),
+            sqlite_where=text(f"state = '{LeaseState.ACTIVE}'"),
         ),
     )
 
@@ -203,7 +220,7 @@ class Lease(Base):
     account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id"))
     attempt: Mapped[int] = mapped_column(Integer)
     round: Mapped[int] = mapped_column(Integer)
-    state: Mapped[str] = mapped_column(String(16), default="ACTIVE")
+    state: Mapped[LeaseState] = mapped_column(EnumText(LeaseState), default=LeaseState.ACTIVE)
     leased_at: Mapped[datetime]
     expires_at: Mapped[datetime]
     ended_at: Mapped[datetime | None]
@@ -252,7 +269,7 @@ class ConsensusOutcome(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
     round: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[TaskStatus] = mapped_column(EnumText(TaskStatus))
     score: Mapped[float | None] = mapped_column(Float)
     spread: Mapped[float | None] = mapped_column(Float)
     agreeing: Mapped[list[Any]] = mapped_column(default=list)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
+
+from quorumbench.protocol import Task
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class Claim:
     attempt: int
     task_id: int
     expires_at: datetime
-    task: dict[str, Any]
+    task: Task
 
 
 class TaskQueue(Protocol):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from cachetools import LRUCache
 from sqlalchemy import (
@@ -40,14 +40,16 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
+from quorumbench import protocol
 from quorumbench.db.engine import Database
-from quorumbench.db.models import Benchmark, Epoch, Lease, Model, Task
+from quorumbench.db.models import Benchmark, Epoch, Lease, LeaseState, Model, Task
 from quorumbench.errors import LeaseExpiredError, NotFoundError
+from quorumbench.protocol import TaskBenchmark, TaskModel
 from quorumbench.queue.base import Claim, Claimant
 
-LIVE_STATES = ("ACTIVE", "SUBMITTED")
+LIVE_STATES = (LeaseState.ACTIVE, LeaseState.SUBMITTED)
 """Lease states that hold a task slot for the account (see the unique index above)."""
-BARRED_STATES = (*LIVE_STATES, "FAILED")
+BARRED_STATES = (*LIVE_STATES, LeaseState.FAILED)
 """An account is not offered a task it holds a live lease of, or reported it failed."""
 
 CLAIM_TRIES = 3
@@ -132,6 +134,12 @@ def _first_claimable(postgres: bool) -> Any:
     return query.scalar_subquery()
 
 
+class _Sources(NamedTuple):
+    model: TaskModel
+    benchmark: TaskBenchmark
+    seed_commitment: str
+
+
 class TaskSources:
     """What a runner needs to know about a task's model, benchmark and epoch.
 
@@ -142,12 +150,13 @@ class TaskSources:
     """
 
     def __init__(self, maxsize: int = 20_000) -> None:
-        self._cache: LRUCache[tuple[int, int, int], dict[str, Any]] = LRUCache(maxsize)
+        self._cache: LRUCache[tuple[int, int, int], _Sources] = LRUCache(maxsize)
         self._lock = threading.Lock()
         self._query = (
             select(
                 Model.id.label("model_id"),
                 Model.ref,
+                Model.revision,
                 Benchmark.name,
                 Benchmark.version,
                 Benchmark.prompt_version,
@@ -164,9 +173,7 @@ class TaskSources:
             Epoch.id == bindparam("epoch_id"),
         )
 
-    def get(
-        self, conn: Connection, model_id: int, benchmark_id: int, epoch_id: int
-    ) -> dict[str, Any]:
+    def get(self, conn: Connection, model_id: int, benchmark_id: int, epoch_id: int) -> _Sources:
         key = (model_id, benchmark_id, epoch_id)
         with self._lock:
             known = self._cache.get(key)
@@ -176,17 +183,17 @@ class TaskSources:
             self._query,
             {"model_id": model_id, "benchmark_id": benchmark_id, "epoch_id": epoch_id},
         ).one()
-        found = {
-            "model": {"id": row.model_id, "ref": row.ref},
-            "benchmark": {
-                "name": row.name,
-                "version": row.version,
-                "prompt_version": row.prompt_version,
-                "dataset_sha256": row.dataset_sha256,
-                "config": row.config,
-            },
-            "seed_commitment": row.seed_commitment,
-        }
+        found = _Sources(
+            TaskModel(id=row.model_id, ref=row.ref, revision=row.revision),
+            TaskBenchmark(
+                name=row.name,
+                version=row.version,
+                prompt_version=row.prompt_version,
+                dataset_sha256=row.dataset_sha256,
+                config=row.config,
+            ),
+            row.seed_commitment,
+        )
         with self._lock:
             self._cache[key] = found
         return found
@@ -269,7 +276,7 @@ class SqlTaskQueue:
                 "account_id": claimant.account_id,
                 "attempt": taken.attempts,
                 "round": taken.round,
-                "state": "ACTIVE",
+                "state": LeaseState.ACTIVE,
                 "leased_at": now,
                 "expires_at": expires,
                 "pull_key": key,
@@ -277,19 +284,19 @@ class SqlTaskQueue:
         ).scalar_one()
         return Claim(lease_id, taken.attempts, taken.id, expires, self._payload(conn, taken))
 
-    def _payload(self, conn: Connection, task: Any) -> dict[str, Any]:
+    def _payload(self, conn: Connection, task: Any) -> protocol.Task:
         """What a runner needs to evaluate ``task`` (a row with the ``_TAKEN`` columns)."""
         sources = self.sources.get(conn, task.model_id, task.benchmark_id, task.epoch_id)
-        return {
-            "id": task.id,
-            "epoch": task.epoch_id,
-            "round": task.round,
-            "model": sources["model"],
-            "benchmark": sources["benchmark"],
-            "n_samples": task.n_samples,
-            "seed_commitment": sources["seed_commitment"],
-            "sample_ids": task.sample_ids,
-        }
+        return protocol.Task(
+            id=task.id,
+            epoch=task.epoch_id,
+            round=task.round,
+            model=sources.model,
+            benchmark=sources.benchmark,
+            n_samples=task.n_samples,
+            seed_commitment=sources.seed_commitment,
+            sample_ids=task.sample_ids,
+        )
 
     def replay(
         self, claimant: Claimant, key: str | None, now: datetime
@@ -308,7 +315,7 @@ class SqlTaskQueue:
             ).first()
             if lease is None:
                 return None, key
-            if lease.state != "ACTIVE" or lease.expires_at <= now:
+            if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
                 return None, None
             task = conn.execute(self._task_row, {"task_id": lease.task_id}).one()
             claim = Claim(
@@ -332,8 +339,8 @@ class SqlTaskQueue:
             raise LeaseExpiredError(
                 f"lease {lease_id} is attempt {lease.attempt}, not {attempt} (superseded)"
             )
-        if lease.state != "ACTIVE" or lease.expires_at <= now:
-            state = "EXPIRED" if lease.state == "ACTIVE" else lease.state
+        if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
+            state = LeaseState.EXPIRED if lease.state == LeaseState.ACTIVE else lease.state
             raise LeaseExpiredError(f"lease {lease_id} is {state.lower()}, not active")
         return lease
 
@@ -352,7 +359,7 @@ class SqlTaskQueue:
         now: datetime,
         failure: str | None = None,
     ) -> None:
-        state = "RELEASED" if failure is None else "FAILED"
+        state = LeaseState.RELEASED if failure is None else LeaseState.FAILED
         with self.db.write_connection() as conn:
             lease = self._active_lease(conn, claimant, lease_id, attempt, now)
             conn.execute(
@@ -369,7 +376,7 @@ class SqlTaskQueue:
         with self.db.write_connection() as conn:
             query = (
                 select(Lease.id, Lease.task_id)
-                .where(Lease.state == "ACTIVE", Lease.expires_at <= now)
+                .where(Lease.state == LeaseState.ACTIVE, Lease.expires_at <= now)
                 .order_by(Lease.task_id, Lease.id)  # one lock order for the task rows
             )
             if self.db.dialect == "postgresql":
@@ -380,7 +387,9 @@ class SqlTaskQueue:
             overdue = conn.execute(query).all()
             for lease in overdue:
                 conn.execute(
-                    update(Lease).where(Lease.id == lease.id).values(state="EXPIRED", ended_at=now)
+                    update(Lease)
+                    .where(Lease.id == lease.id)
+                    .values(state=LeaseState.EXPIRED, ended_at=now)
                 )
                 conn.execute(
                     update(Task)

@@ -8,6 +8,12 @@ Problem documents (RFC 9457) become the matching :mod:`quorumbench.errors` class
 carrying the server's ``detail``. The token is sent only in the ``Authorization``
 header; it never appears in a repr, a log line or an error message.
 
+Every body is a type of the wire protocol (``quorumbench/protocol.py``), sent with
+this runner's ``protocol_version``; a server that no longer accepts it answers 426,
+which becomes :class:`~quorumbench.errors.UnsupportedProtocolError` (never retried: the
+runner stops and says how to upgrade). An answer that is not the protocol's is a
+:class:`~quorumbench.errors.ConfigError` naming the endpoint.
+
 A submission is encoded to bytes once per :meth:`ServerClient.submit` call and every
 retry resends those bytes: the server treats a repeated identical payload under the
 same lease as a duplicate, so a lost response can never count a result twice.
@@ -24,10 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import (
     Retrying,
     retry_if_exception,
@@ -36,7 +42,21 @@ from tenacity import (
 )
 
 from quorumbench import __version__, errors
-from quorumbench.errors import ServerUnavailableError
+from quorumbench.core.canonical import canonical_json
+from quorumbench.errors import ServerUnavailableError, UnsupportedProtocolError
+from quorumbench.protocol import (
+    PROTOCOL_VERSION,
+    FailureReport,
+    Heartbeat,
+    HeartbeatAck,
+    LeaseGrant,
+    LeaseRequest,
+    Receipt,
+    ResultPayload,
+    ResultSignature,
+    Submission,
+    Task,
+)
 from quorumbench.runner.keys import RunnerKey
 
 log = logging.getLogger("quorumbench.runner")
@@ -48,6 +68,7 @@ _BY_STATUS: dict[int, type[errors.QuorumError]] = {
     409: errors.LeaseExpiredError,
     422: errors.InvalidSubmissionError,
     429: errors.RateLimitedError,
+    426: errors.UnsupportedProtocolError,
 }
 _BY_CODE: dict[str, type[errors.QuorumError]] = {
     cls.code: cls
@@ -62,6 +83,7 @@ _BY_CODE: dict[str, type[errors.QuorumError]] = {
         errors.ConfigError,
         errors.UnknownBenchmarkError,
         errors.SignatureError,
+        errors.UnsupportedProtocolError,
     )
 }
 """Problem ``type`` codes the runner can act on; others fall back to ``_BY_STATUS``."""
@@ -82,13 +104,13 @@ class Lease:
     lease_id: int
     attempt: int
     expires_at: datetime
-    task: dict[str, Any]
+    task: Task
     ttl_s: float
     """Seconds the lease had left when the server answered (by the server's clock)."""
 
     @property
     def task_id(self) -> int:
-        return int(self.task["id"])
+        return self.task.id
 
 
 @dataclass(frozen=True)
@@ -129,6 +151,13 @@ def _problem(response: httpx.Response) -> errors.QuorumError:
         detail = str(body.get("detail") or body.get("title") or detail)
         code = str(body.get("type", "")).rpartition("/")[2]
     cls = _BY_CODE.get(code) or _BY_STATUS.get(response.status_code, errors.QuorumError)
+    if cls is UnsupportedProtocolError:
+        fields = body if isinstance(body, dict) else {}
+        return UnsupportedProtocolError(
+            detail,
+            str(fields.get("protocol_version", "")),
+            str(fields.get("accepted_versions", "")),
+        )
     if cls is errors.QuorumError:
         return errors.QuorumError(f"server answered {response.status_code}: {detail}")
     return cls(detail)
@@ -151,6 +180,7 @@ class ServerClient:
         sleep: Callable[[float], None] = time.sleep,
         key: RunnerKey | None = None,
         reached: bool = False,
+        protocol_version: str = PROTOCOL_VERSION,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.runner = runner
@@ -158,6 +188,8 @@ class ServerClient:
         """Signs every submission; the server refuses unsigned results."""
         self.reached = reached
         """Whether the server has answered this client (until then: one attempt, no retry)."""
+        self.protocol_version = protocol_version
+        """The wire protocol this runner speaks (sent with every pull and submission)."""
         self._token = token
         self._max_attempts = max(1, max_attempts)
         self._pull_key: str | None = None
@@ -280,7 +312,10 @@ class ServerClient:
         # be answered with the lease the server made for it.
         key = self._pull_key or uuid.uuid4().hex
         self._pull_key = key
-        content = json.dumps({"runner": self.runner, "pull_key": key}).encode()
+        request = LeaseRequest(
+            protocol_version=self.protocol_version, runner=self.runner, pull_key=key
+        )
+        content = _encode(request)
         try:
             response = self._request("POST", "/v0/leases", content=content)
         except ServerUnavailableError:
@@ -291,25 +326,25 @@ class ServerClient:
         self._pull_key = None
         if response.status_code == 204:
             return None
-        body = response.json()
-        expires_at = datetime.fromisoformat(body["expires_at"])
+        grant = _parse(LeaseGrant, response, "POST /v0/leases")
         return Lease(
-            lease_id=int(body["lease_id"]),
-            attempt=int(body["attempt"]),
-            expires_at=expires_at,
-            task=dict(body["task"]),
-            ttl_s=_remaining(expires_at, response),
+            lease_id=grant.lease_id,
+            attempt=grant.attempt,
+            expires_at=grant.expires_at,
+            task=grant.task,
+            ttl_s=_remaining(grant.expires_at, response),
         )
 
     def heartbeat(self, lease: Lease) -> Lease:
         """Extend ``lease``; the lease with its new expiry. LeaseExpiredError when lost."""
+        path = f"/v0/leases/{lease.lease_id}/heartbeat"
         response = self._request(
             "POST",
-            f"/v0/leases/{lease.lease_id}/heartbeat",
+            path,
             params={"runner": self.runner},
-            content=json.dumps({"attempt": lease.attempt}).encode(),
+            content=_encode(Heartbeat(attempt=lease.attempt)),
         )
-        expires_at = datetime.fromisoformat(response.json()["expires_at"])
+        expires_at = _parse(HeartbeatAck, response, f"POST {path}").expires_at
         return replace(lease, expires_at=expires_at, ttl_s=_remaining(expires_at, response))
 
     def release(self, lease: Lease) -> None:
@@ -326,27 +361,20 @@ class ServerClient:
             "POST",
             f"/v0/leases/{lease.lease_id}/failure",
             params={"runner": self.runner},
-            content=json.dumps(
-                {"attempt": lease.attempt, "reason": reason[:500] or "failed"}
-            ).encode(),
+            content=_encode(FailureReport(attempt=lease.attempt, reason=reason[:500] or "failed")),
         )
 
-    def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]:
+    def submit(self, lease: Lease, payload: ResultPayload) -> Receipt:
         """Submit the result of ``lease``, signed; retries resend the identical bytes."""
-        signature = (
-            self.key.sign_result(lease.task, lease.lease_id, lease.attempt, payload)
-            if self.key is not None
-            else None
-        )
-        content = encode_submission(lease, payload, signature)
-        response = self._request(
-            "POST",
-            f"/v0/leases/{lease.lease_id}/result",
-            params={"runner": self.runner},
-            content=content,
-        )
-        answer: dict[str, Any] = response.json()
-        return answer
+        if self.key is None:
+            raise errors.ConfigError(
+                "this runner has no signing key: run `quorumbench runner init`"
+            )
+        signature = self.key.sign_result(lease.task, lease.lease_id, lease.attempt, payload)
+        content = encode_submission(lease, payload, signature, self.protocol_version)
+        path = f"/v0/leases/{lease.lease_id}/result"
+        response = self._request("POST", path, params={"runner": self.runner}, content=content)
+        return _parse(Receipt, response, f"POST {path}")
 
     def me(self) -> Identity:
         """The account behind the token and the token's scopes (``GET /v0/me``)."""
@@ -383,13 +411,41 @@ class ServerClient:
 
 
 def encode_submission(
-    lease: Lease, payload: Mapping[str, Any], signature: Mapping[str, str] | None = None
+    lease: Lease,
+    payload: ResultPayload,
+    signature: ResultSignature,
+    protocol_version: str = PROTOCOL_VERSION,
 ) -> bytes:
-    """The request body of a submission: deterministic JSON, NaN refused."""
-    body: dict[str, Any] = {"attempt": lease.attempt, "result": dict(payload)}
-    if signature is not None:
-        body["signature"] = dict(signature)
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    """The request body of a submission: canonical JSON, NaN refused."""
+    submission = Submission(
+        protocol_version=protocol_version,
+        attempt=lease.attempt,
+        result=payload,
+        signature=signature,
+    )
+    return _encode(submission)
+
+
+def _encode(body: BaseModel) -> bytes:
+    """A protocol body as canonical JSON (NaN and infinity refused)."""
+    return canonical_json(body.model_dump(mode="json"))
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+def _parse(kind: type[Body], response: httpx.Response, what: str) -> Body:
+    """The server's answer as the protocol type ``kind``; a ConfigError if it is not."""
+    try:
+        return kind.model_validate_json(response.content)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise errors.ConfigError(
+            f"the server's answer to {what} is not protocol {PROTOCOL_VERSION}'s "
+            f"{kind.__name__} ({where}: {first['msg']}): is it a QuorumBench server of a "
+            "compatible version?"
+        ) from None
 
 
 def _describe(outcome: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,14 @@ from typing import Any
 from quorumbench.backends import BackendOptions, is_remote, load_backend
 from quorumbench.backends.local import sandboxable
 from quorumbench.benchmarks import load_benchmark
-from quorumbench.errors import ConfigError, DataError
+from quorumbench.errors import DataError
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext, Sample
 from quorumbench.evaluation.endpoints import check_endpoint
 from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.evaluation.results import RunResult
+from quorumbench.protocol import Task
 from quorumbench.runner.faults import RunnerSetupError, datasets_hint
 from quorumbench.runner.sandbox import Sandbox
 from quorumbench.runner.worker import load_sandboxed
@@ -137,20 +138,14 @@ class TaskEvaluator:
         if backend is not None:
             backend.close()
 
-    def prepare(self, task: Mapping[str, Any]) -> Prepared:
+    def prepare(self, task: Task) -> Prepared:
         """Check the task against the local benchmark; raise a QuorumError if it differs
         (a :class:`RunnerSetupError` when this runner's benchmark is not the task's)."""
-        try:
-            spec = task["benchmark"]
-            name, version = str(spec["name"]), int(spec["version"])
-            n = int(task["n_samples"])
-            wanted = [str(i) for i in task["sample_ids"]]
-            commitment = str(task["seed_commitment"])
-            ref = str(task["model"]["ref"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"the server sent a task this runner cannot read ({exc!r})") from exc
+        spec = task.benchmark
+        name, version, n = spec.name, spec.version, task.n_samples
+        wanted = task.sample_ids
         bench = self.benchmark(name)
-        wanted_version = (version, int(spec["prompt_version"]))
+        wanted_version = (version, spec.prompt_version)
         if (bench.version, bench.prompt_version) != wanted_version:
             fix = (
                 "this runner's quorumbench is out of date, upgrade it"
@@ -158,18 +153,18 @@ class TaskEvaluator:
                 else "this runner's quorumbench is newer than the server's; run the server's"
             )
             raise RunnerSetupError(
-                f"the task needs {name} v{version} (prompt v{spec['prompt_version']}); this "
+                f"the task needs {name} v{version} (prompt v{spec.prompt_version}); this "
                 f"runner has v{bench.version} (prompt v{bench.prompt_version}): {fix}"
             )
-        if bench.dataset_sha256 != spec["dataset_sha256"]:
+        if bench.dataset_sha256 != spec.dataset_sha256:
             raise RunnerSetupError(
-                f"data mismatch for {name}: the task's data has SHA-256 {spec['dataset_sha256']}, "
+                f"data mismatch for {name}: the task's data has SHA-256 {spec.dataset_sha256}, "
                 f"this runner's has {bench.dataset_sha256}; upgrade quorumbench if it is out "
                 f"of date, else {datasets_hint(self.context.datasets_dir)}"
             )
-        if "config" in spec and _normalized(dict(bench.config)) != _normalized(spec["config"]):
+        if _normalized(dict(bench.config)) != _normalized(spec.config):
             raise RunnerSetupError(
-                f"{name} prompt options differ: the task has {spec['config']}, this runner "
+                f"{name} prompt options differ: the task has {spec.config}, this runner "
                 f"{dict(bench.config)}: its quorumbench differs from the server's (upgrade it)"
             )
         if len(wanted) != n or len(set(wanted)) != n:
@@ -177,8 +172,8 @@ class TaskEvaluator:
         # The epoch's seed is secret until the epoch is over, so the ids cannot be
         # re-derived here; `quorumbench verify` checks them against the revealed seed.
         samples = bench.samples(wanted)  # a DataError for an id the benchmark lacks
-        config = EvalConfig(n=n, seed=commitment, batch_size=self.batch_size)
-        return Prepared(bench, config, ref, tuple(samples))
+        config = EvalConfig(n=n, seed=task.seed_commitment, batch_size=self.batch_size)
+        return Prepared(bench, config, task.model.ref, tuple(samples))
 
     def run(
         self, prepared: Prepared, backend: ModelBackend, progress: Callable[[int], None]

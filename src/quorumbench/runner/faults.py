@@ -18,8 +18,9 @@ sandboxed worker (model code) says about itself arrives as a :class:`SandboxErro
 the model's, whatever it claims.
 
 A refusal of a submitted result is classified here too: one that will refuse every
-result of this runner (a bad token, a missing scope, a revoked or foreign key) ends
-the runner; others only end the task.
+result of this runner (a bad token, a missing scope, a revoked or foreign key, a
+protocol version the server no longer accepts) ends the runner; others only end the
+task.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from quorumbench.errors import (
     QuorumError,
     SignatureError,
     UnknownBenchmarkError,
+    UnsupportedProtocolError,
 )
 
 Fault = Literal["setup", "model"]
@@ -56,7 +58,12 @@ _SETUP = (
     ChecksumMismatchError,
     UnknownBenchmarkError,
 )
-_ENDS_RUNNER = (AuthenticationError, PermissionDeniedError, SignatureError)
+_ENDS_RUNNER = (
+    AuthenticationError,
+    PermissionDeniedError,
+    SignatureError,
+    UnsupportedProtocolError,
+)
 
 
 def fault_of(exc: BaseException) -> Fault:

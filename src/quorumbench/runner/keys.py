@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from nacl.signing import SigningKey
@@ -22,6 +20,7 @@ from nacl.signing import SigningKey
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.signing import message_for_task, result_digest
 from quorumbench.errors import ConfigError
+from quorumbench.protocol import ResultPayload, ResultSignature, Task
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -77,13 +76,13 @@ class RunnerKey:
         return sha256_hex(bytes(self.signing_key.verify_key))
 
     def sign_result(
-        self, task: Mapping[str, Any], lease_id: int, attempt: int, result: Mapping[str, Any]
-    ) -> dict[str, str]:
-        """The ``signature`` object of a submission of ``result`` under this lease."""
+        self, task: Task, lease_id: int, attempt: int, result: ResultPayload
+    ) -> ResultSignature:
+        """The ``signature`` of a submission of ``result`` under this lease."""
         signed_at = datetime.now(UTC).isoformat()
         message = message_for_task(task, lease_id, attempt, result_digest(result), signed_at)
         value = self.signing_key.sign(message).signature.hex()
-        return {"key_id": self.key_id, "signed_at": signed_at, "value": value}
+        return ResultSignature(key_id=self.key_id, signed_at=signed_at, value=value)
 
 
 def new_key(path: Path) -> RunnerKey:

@@ -30,7 +30,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,9 +50,11 @@ from quorumbench.errors import (
     RateLimitedError,
     SandboxError,
     ServerUnavailableError,
+    UnsupportedProtocolError,
 )
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.results import RunResult
+from quorumbench.protocol import Hardware, Receipt, ResultPayload
 from quorumbench.runner.client import Identity, Lease, ServerClient
 from quorumbench.runner.evaluator import Prepared, TaskEvaluator
 from quorumbench.runner.faults import (
@@ -139,27 +141,29 @@ class LeaseClient(Protocol):
 
     def fail(self, lease: Lease, reason: str) -> None: ...
 
-    def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]: ...
+    def submit(self, lease: Lease, payload: ResultPayload) -> Receipt: ...
 
     def close(self) -> None: ...
 
 
-def result_payload(task_id: int, result: RunResult) -> dict[str, Any]:
+def result_payload(task_id: int, result: RunResult) -> ResultPayload:
     """The ``result`` body of a submission, from an engine run."""
-    return {
-        "task_id": task_id,
-        "score": result.score,
-        "n": result.n,
-        "sample_ids": [s.id for s in result.samples],
-        "sample_scores": [s.score for s in result.samples],
-        "sample_output_hashes": [s.output_sha256 for s in result.samples],
-        "outputs_sha256": result.outputs_sha256,
-        "sample_predictions": list(result.sample_predictions),
-        "predictions_sha256": result.predictions_sha256,
-        "runtime_s": round(result.runtime_s, 3),
-        "hardware": {**result.environment, "device": result.model.get("device")},
-        "model_revision": result.model.get("revision"),
-    }
+    return ResultPayload(
+        task_id=task_id,
+        score=result.score,
+        n=result.n,
+        sample_ids=[s.id for s in result.samples],
+        sample_scores=[s.score for s in result.samples],
+        sample_output_hashes=[s.output_sha256 for s in result.samples],
+        outputs_sha256=result.outputs_sha256,
+        sample_predictions=list(result.sample_predictions),
+        predictions_sha256=result.predictions_sha256,
+        runtime_s=round(result.runtime_s, 3),
+        hardware=Hardware.model_validate(
+            {**result.environment, "device": result.model.get("device")}
+        ),
+        model_revision=result.model.get("revision"),
+    )
 
 
 class LeaseKeeper(threading.Thread):
@@ -259,11 +263,11 @@ class Runner:
             return TaskOutcome("no-work", detail="the server has no task for this runner")
         log.info(
             "task %s (lease %s): %s on %s, %s samples",
-            lease.task.get("id"),
+            lease.task.id,
             lease.lease_id,
-            lease.task.get("model", {}).get("ref"),
-            lease.task.get("benchmark", {}).get("name"),
-            lease.task.get("n_samples"),
+            lease.task.model.ref,
+            lease.task.benchmark.name,
+            lease.task.n_samples,
         )
         self.busy.set()
         keeper = LeaseKeeper(self.client, lease, self.min_heartbeat_s)
@@ -291,7 +295,7 @@ class Runner:
         return outcome
 
     def _work(self, lease: Lease, keeper: LeaseKeeper, stop: threading.Event) -> TaskOutcome:
-        ids: dict[str, Any] = {"task_id": lease.task.get("id"), "lease_id": lease.lease_id}
+        ids: dict[str, Any] = {"task_id": lease.task.id, "lease_id": lease.lease_id}
         limit = self.task_time_limit_s
         deadline = None if limit is None else time.monotonic() + limit
 
@@ -324,13 +328,13 @@ class Runner:
                 self._release(lease)
                 return TaskOutcome("setup-error", detail=error.message, error=error, **ids)
             if isinstance(exc, SandboxError | EvaluationTimeoutError):  # the model's code
-                self.evaluator.evict(str(lease.task.get("model", {}).get("ref", "")))
+                self.evaluator.evict(lease.task.model.ref)
                 stage = "failed"
             self._fail(lease, exc.message)
             return TaskOutcome(stage, detail=exc.message, error=exc, **ids)
         except Exception as exc:  # a bug or a crashed backend must not end the loop
             log.exception("task %s failed", ids["task_id"])
-            self.evaluator.evict(str(lease.task.get("model", {}).get("ref", "")))
+            self.evaluator.evict(lease.task.model.ref)
             self._fail(lease, f"{type(exc).__name__}: {exc}")
             return TaskOutcome("failed", detail=f"{type(exc).__name__}: {exc}", **ids)
         return self._submit(lease, result, keeper, stop, ids)
@@ -381,10 +385,8 @@ class Runner:
                 self._release(lease)
                 detail = f"the server refused the result ({exc.message}); lease released"
                 return TaskOutcome("rejected", score=score, detail=detail, error=exc, **ids)
-        status: Status = "duplicate" if answer.get("duplicate") else "submitted"
-        return TaskOutcome(
-            status, score=score, detail=f"task is {answer.get('task_status')}", **ids
-        )
+        status: Status = "duplicate" if answer.duplicate else "submitted"
+        return TaskOutcome(status, score=score, detail=f"task is {answer.task_status}", **ids)
 
     def run_forever(self, stop_event: threading.Event) -> int:
         """Work until ``stop_event`` is set; the number of results submitted."""
@@ -419,6 +421,8 @@ class Runner:
 def fatal_error(outcome: TaskOutcome) -> QuorumError:
     """The one-line error that ends the runner after ``outcome`` (``ends_runner``)."""
     error = outcome.error or RunnerSetupError(outcome.detail)
+    if isinstance(error, UnsupportedProtocolError):  # its message says how to upgrade
+        return error
     if outcome.status == "rejected":
         return RunnerSetupError(
             f"the server refuses this runner's results: {error.message} (check its token, "

@@ -32,6 +32,7 @@ from quorumbench.db.models import (
     Task,
 )
 from quorumbench.errors import ConfigError
+from quorumbench.protocol import TaskStatus
 from quorumbench.services.context import ServerContext, TtlMemo
 from quorumbench.services.leaderboard import AGGREGATE
 from quorumbench.services.model_metadata import ModelSize, model_size
@@ -185,7 +186,7 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
             model_id: n
             for model_id, n in conn.execute(
                 select(Task.model_id, func.count())
-                .where(Task.status == "DISPUTED")
+                .where(Task.status == TaskStatus.DISPUTED)
                 .group_by(Task.model_id)
             )
         }

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, Integer, bindparam, exists, select
 
 from quorumbench.core.consensus import Verdict, canary_passes, verdict_from_dict
-from quorumbench.db.models import Lease, Model, Runner, Task
+from quorumbench.db.models import Lease, LeaseState, Model, Runner, Task
+from quorumbench.protocol import ResultPayload, TaskStatus
 from quorumbench.services.context import ServerContext
 from quorumbench.services.finalize import (
     _COUNTED,
@@ -24,10 +25,6 @@ from quorumbench.services.finalize import (
     _tally,
     _TaskState,
 )
-
-if TYPE_CHECKING:
-    from quorumbench.services.results import ResultPayload
-
 
 # A canary is a spot check: a task that has just reached consensus is, now and then,
 # kept open for one more runner instead of being published. To that runner it is an
@@ -88,7 +85,7 @@ def _finish_canary(
     task: _TaskState,
     result_id: int,
     payload: ResultPayload,
-) -> str:
+) -> TaskStatus:
     """Check a canary result against the settled verdict, then publish the task.
 
     The rule is the one the verdict was reached with (its ``tolerance`` and
@@ -124,7 +121,7 @@ def publish_overdue_canaries(ctx: ServerContext, now: datetime) -> int:
             # An open task is PENDING or DISPUTED (ix_tasks_status_id): this runs every
             # tick, so it reads the open tasks, never the finished history.
             select(Task.id, Task.canary).where(
-                Task.status.in_(("PENDING", "DISPUTED")),
+                Task.status.in_((TaskStatus.PENDING, TaskStatus.DISPUTED)),
                 Task.finalized_at.is_(None),
                 Task.canary.is_not(None),
             )
@@ -141,7 +138,9 @@ def publish_overdue_canaries(ctx: ServerContext, now: datetime) -> int:
             if row is None or row.finalized_at is not None:
                 continue
             busy = conn.execute(
-                select(Lease.id).where(Lease.task_id == task_id, Lease.state == "ACTIVE").limit(1)
+                select(Lease.id)
+                .where(Lease.task_id == task_id, Lease.state == LeaseState.ACTIVE)
+                .limit(1)
             ).first()
             if busy is not None:
                 continue  # its submission (or its expiry, next time) settles it

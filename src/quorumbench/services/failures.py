@@ -41,7 +41,7 @@ from typing import Any
 from sqlalchemy import Connection, distinct, func, select, update
 from sqlalchemy.orm import Session
 
-from quorumbench.db.models import Benchmark, Lease, Model, Result, Task
+from quorumbench.db.models import Benchmark, Lease, LeaseState, Model, Result, Task
 from quorumbench.errors import NotFoundError, PermissionDeniedError
 from quorumbench.logs import event
 from quorumbench.queue.base import Claimant
@@ -156,7 +156,7 @@ def _failed_streak(
         return []
     failures = (
         select(Lease.task_id, func.count(distinct(Lease.account_id)))
-        .where(Lease.task_id.in_(task_ids), Lease.state == "FAILED")
+        .where(Lease.task_id.in_(task_ids), Lease.state == LeaseState.FAILED)
         .group_by(Lease.task_id)
     )
     if since is not None:
@@ -181,7 +181,7 @@ def _failed_streak(
 def _last_reason(conn: Connection, task_ids: list[int], since: str | None) -> str:
     query = (
         select(Lease.failure)
-        .where(Lease.task_id.in_(task_ids), Lease.state == "FAILED")
+        .where(Lease.task_id.in_(task_ids), Lease.state == LeaseState.FAILED)
         .order_by(Lease.ended_at.desc(), Lease.id.desc())
         .limit(1)
     )
@@ -250,7 +250,7 @@ _FAILURES = (
     )
     .join(Task, Task.id == Lease.task_id)
     .join(Benchmark, Benchmark.id == Task.benchmark_id)
-    .where(Lease.state == "FAILED")
+    .where(Lease.state == LeaseState.FAILED)
     .order_by(Lease.id.desc())
 )
 

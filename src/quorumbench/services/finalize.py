@@ -20,6 +20,7 @@ from quorumbench.core.consensus import Verdict
 from quorumbench.core.leaderboard import Accumulator
 from quorumbench.db.models import ConsensusOutcome, LeaderboardEntry, Result, Runner, Task
 from quorumbench.logs import event
+from quorumbench.protocol import TaskStatus
 from quorumbench.services import publiclog
 from quorumbench.services.context import ServerContext, forget_identities
 from quorumbench.services.leaderboard import entry_values, refresh_aggregate
@@ -39,7 +40,7 @@ class _TaskState:
     """The task's status and round as the submission leaves them."""
 
     id: int
-    status: str
+    status: TaskStatus
     round: int
     quorum: int
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -104,15 +105,20 @@ def _publish_done(
 ) -> None:
     """Make a DONE verdict public: outcome, reputation, leaderboard and log."""
     _record_outcome(conn, task, verdict, now)
-    task.status = "DONE"
+    task.status = TaskStatus.DONE
     conn.execute(
         _TASK,
-        {"task_id_": task.id, "status": "DONE", "score": verdict.score, "finalized_at": now},
+        {
+            "task_id_": task.id,
+            "status": TaskStatus.DONE,
+            "score": verdict.score,
+            "finalized_at": now,
+        },
     )
     _update_reputation(ctx, conn, counted, verdict)
     _update_leaderboard(ctx, conn, task_row, verdict, now)
     _log_final(ctx, conn, task, verdict, now)
-    task.note("task.finalized", status="DONE", round=task.round, score=verdict.score)
+    task.note("task.finalized", status=TaskStatus.DONE, round=task.round, score=verdict.score)
 
 
 _RULE_FIELDS = ("tolerance", "epsilon")

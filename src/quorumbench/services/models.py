@@ -43,6 +43,7 @@ from quorumbench.errors import (
 )
 from quorumbench.evaluation.endpoints import Resolver, check_endpoint
 from quorumbench.evaluation.refs import parse_ref
+from quorumbench.protocol import TaskStatus
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
 from quorumbench.services.model_metadata import ModelMetadata, inspect_model, model_size
@@ -82,7 +83,7 @@ def quota(ctx: ServerContext, principal: Principal) -> dict[str, Any]:
                 Result.account_id == principal.account_id,
                 Result.counted,
                 Result.outlier.is_(False),
-                Task.status == "DONE",
+                Task.status == TaskStatus.DONE,
                 Model.owner_id != principal.account_id,
                 Result.submitted_at > now - timedelta(hours=settings.quota_window_hours),
             )

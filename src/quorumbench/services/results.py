@@ -13,19 +13,19 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
 
 from quorumbench.core.canonical import predictions_digest
 from quorumbench.core.consensus import Vote, quorum_verdict
 from quorumbench.core.signing import result_digest
-from quorumbench.db.models import Benchmark, Lease, Model, Result, Runner, Task
+from quorumbench.db.models import Benchmark, Lease, LeaseState, Model, Result, Runner, Task
 from quorumbench.errors import (
     ConflictError,
     InvalidSubmissionError,
     LeaseExpiredError,
     NotFoundError,
 )
+from quorumbench.protocol import ResultPayload, ResultSignature, TaskStatus
 from quorumbench.queue.base import Claimant
 from quorumbench.services.canaries import _canary_wanted, _finish_canary, _settle_as_canary
 from quorumbench.services.context import ServerContext
@@ -37,39 +37,14 @@ from quorumbench.services.finalize import (
     _record_outcome,
     _TaskState,
 )
-from quorumbench.services.runner_keys import ResultSignature, check_signature
-
-
-class ResultPayload(BaseModel):
-    """What a runner submits for one lease."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    task_id: int
-    score: float = Field(ge=0, le=1)
-    n: int = Field(ge=1)
-    sample_ids: list[str]
-    sample_scores: list[float]
-    sample_output_hashes: list[str]
-    outputs_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    runtime_s: float = Field(ge=0)
-    hardware: dict[str, Any] = Field(default_factory=dict)
-    model_revision: str | None = None
-    sample_predictions: list[StrictInt | StrictStr | None] | None = None
-    """The canonical prediction per sample (``evaluation/predictions.py``). Optional in
-    the schema only so that an older runner's result gets :func:`_validate`'s message
-    naming the upgrade: a result without it is refused."""
-    predictions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-
-    def digest(self) -> str:
-        return result_digest(self.model_dump(mode="json"))
+from quorumbench.services.runner_keys import check_signature
 
 
 @dataclass(frozen=True)
 class SubmitOutcome:
     result_id: int
     task_id: int
-    task_status: str
+    task_status: TaskStatus
     round: int
     duplicate: bool
 
@@ -162,7 +137,7 @@ _INSERT_RESULT = insert(Result).returning(Result.id)
 _SUBMITTED = (
     update(Lease)
     .where(Lease.id == bindparam("lease_id", type_=Integer))
-    .values(state="SUBMITTED", ended_at=bindparam("now"))
+    .values(state=LeaseState.SUBMITTED, ended_at=bindparam("now"))
 )
 
 
@@ -181,7 +156,7 @@ def submit_result(
     result is then stored unsigned.
     """
     now = ctx.now()
-    digest = payload.digest()
+    digest = result_digest(payload)
     with ctx.db.write_connection() as conn:
         sqlite = ctx.db.dialect == "sqlite"
         query = _LEASE_SQLITE if sqlite else _LEASE_LOCKED
@@ -190,10 +165,10 @@ def submit_result(
             raise NotFoundError(f"no lease {lease_id} for this account")
         if lease.attempt != attempt:
             raise LeaseExpiredError(f"lease {lease_id} is attempt {lease.attempt}, not {attempt}")
-        if lease.state == "SUBMITTED":
+        if lease.state == LeaseState.SUBMITTED:
             return _repeat(conn, lease, digest)
-        if lease.state != "ACTIVE" or lease.expires_at <= now:
-            state = "expired" if lease.state == "ACTIVE" else lease.state.lower()
+        if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
+            state = "expired" if lease.state == LeaseState.ACTIVE else lease.state.lower()
             raise LeaseExpiredError(f"lease {lease_id} is {state}; the result was not counted")
         _validate(payload, lease)
         if signature is not None:
@@ -219,7 +194,7 @@ def submit_result(
                 "predictions_sha256": payload.predictions_sha256,
                 "sample_predictions": payload.sample_predictions,
                 "runtime_s": payload.runtime_s,
-                "hardware": payload.hardware,
+                "hardware": payload.hardware.model_dump(mode="json"),
                 "payload_sha256": digest,
                 "counted": counted,
                 "outlier": False,
@@ -273,10 +248,10 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
         threshold=settings.agreement_threshold,
         tolerance=settings.sample_tolerance,
     )
-    if verdict.status == "PENDING":
+    if verdict.status == TaskStatus.PENDING:
         return []
     now = ctx.now()
-    if verdict.status == "DONE":
+    if verdict.status == TaskStatus.DONE:
         if _canary_wanted(ctx, conn, lease, now):
             _settle_as_canary(ctx, conn, task, verdict, now)
             task.note("task.canary", round=task.round, score=verdict.score)
@@ -284,17 +259,26 @@ def _decide(ctx: ServerContext, conn: Connection, lease: Any, task: _TaskState) 
         _publish_done(ctx, conn, lease, task, counted, verdict, now)
         return []
     _record_outcome(conn, task, verdict, now)
-    task.status = "DISPUTED"
+    task.status = TaskStatus.DISPUTED
     if task.round >= settings.max_rounds:
-        conn.execute(_TASK, {"task_id_": task.id, "status": "DISPUTED", "finalized_at": now})
+        conn.execute(
+            _TASK, {"task_id_": task.id, "status": TaskStatus.DISPUTED, "finalized_at": now}
+        )
         _log_final(ctx, conn, task, verdict, now)
-        task.note("task.finalized", status="DISPUTED", round=task.round, spread=verdict.spread)
+        task.note(
+            "task.finalized", status=TaskStatus.DISPUTED, round=task.round, spread=verdict.spread
+        )
         return []
     task.note("task.disputed", round=task.round, spread=verdict.spread, more=settings.quorum_step)
     task.round += 1
     task.quorum += settings.quorum_step
     conn.execute(
         _TASK.values(open_slots=Task.open_slots + settings.quorum_step),
-        {"task_id_": task.id, "status": "DISPUTED", "round": task.round, "quorum": task.quorum},
+        {
+            "task_id_": task.id,
+            "status": TaskStatus.DISPUTED,
+            "round": task.round,
+            "quorum": task.quorum,
+        },
     )
     return [task.id]

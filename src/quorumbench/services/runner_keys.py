@@ -18,7 +18,6 @@ from typing import Any
 from nacl.bindings import crypto_core_ed25519_is_valid_point
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, String, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -26,26 +25,13 @@ from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.signing import result_message
 from quorumbench.db.models import Runner, RunnerKey
 from quorumbench.errors import ConfigError, ConflictError, NotFoundError, SignatureError
+from quorumbench.protocol import ResultSignature
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import IdentityKey, ServerContext, forget_identities
 from quorumbench.services.runners import runner_for
 
 CLOCK_SKEW = timedelta(minutes=5)
 """How far a signature's time may lie outside its lease's lifetime (clock drift)."""
-
-HEX64 = r"^[0-9a-f]{64}$"
-
-
-class ResultSignature(BaseModel):
-    """A runner's signature on one result."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    key_id: str = Field(pattern=HEX64, description="SHA-256 (hex) of the raw public key.")
-    signed_at: str = Field(
-        max_length=40, description="ISO 8601 time of signing, with a UTC offset."
-    )
-    value: str = Field(pattern=r"^[0-9a-f]{128}$", description="Ed25519 signature (hex).")
 
 
 def public_key_bytes(public_hex: str) -> bytes:

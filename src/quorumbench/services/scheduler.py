@@ -34,6 +34,7 @@ from quorumbench.core.scheduling import (
 )
 from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
 from quorumbench.errors import QuorumError
+from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.canaries import publish_overdue_canaries
 from quorumbench.services.context import ServerContext
@@ -287,7 +288,7 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                     benchmark_id=bench.id,
                     epoch_id=epoch.id,
                     n_samples=pair.depth,
-                    status="PENDING",
+                    status=TaskStatus.PENDING,
                     round=1,
                     quorum=quorum,
                     open_slots=quorum,

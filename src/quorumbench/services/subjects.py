@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from quorumbench.core.comparison import SubjectScore, subject_scores
 from quorumbench.db.models import Benchmark, ConsensusOutcome, Task
 from quorumbench.errors import QuorumError
+from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.board import active_benchmarks
 from quorumbench.services.context import ServerContext
@@ -47,9 +48,9 @@ def by_subject(
         )
         .where(
             Task.model_id == model_id,
-            Task.status == "DONE",
+            Task.status == TaskStatus.DONE,
             Task.benchmark_id.in_(active),
-            ConsensusOutcome.status == "DONE",
+            ConsensusOutcome.status == TaskStatus.DONE,
         )
         .order_by(Task.id)
     ):

@@ -14,10 +14,11 @@ from sqlalchemy import Select, select
 
 from quorumbench.db.models import Benchmark, ConsensusOutcome, Model, Result, Task
 from quorumbench.errors import ConfigError, NotFoundError
+from quorumbench.protocol import TaskStatus
 from quorumbench.services.context import ServerContext
 from quorumbench.services.publiclog import public_canary
 
-STATUSES = ("PENDING", "DONE", "DISPUTED")
+STATUSES = tuple(TaskStatus)
 MAX_LIMIT = 500
 """The most tasks one read of the list gives."""
 S = TypeVar("S", bound=Select[*tuple[Any, ...]])

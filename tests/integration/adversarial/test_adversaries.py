@@ -32,6 +32,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from sqlalchemy import func, select
 
+from quorumbench import protocol
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.verify_cmd import verify
@@ -48,31 +49,31 @@ from ..server.conftest import fake_metadata, hub_ref
 MODELS = 10
 
 
-def honest_scores(task: dict[str, Any]) -> list[float]:
-    """What evaluating the task really gives: a pattern that depends on the model and
-    the samples, half of them right (so every honest score is 0.5)."""
-    flip = zlib.crc32(str(task["model"]["id"]).encode()) % 2
-    return [float((i + flip) % 2) for i in range(len(task["sample_ids"]))]
+def honest_scores(model_id: int, n_samples: int) -> list[float]:
+    """What evaluating a task of this model really gives: a pattern that depends on the
+    model and the samples, half of them right (so every honest score is 0.5)."""
+    flip = zlib.crc32(str(model_id).encode()) % 2
+    return [float((i + flip) % 2) for i in range(n_samples)]
 
 
-def payload(lease: Lease, scores: list[float]) -> dict[str, Any]:
+def payload(lease: Lease, scores: list[float]) -> protocol.ResultPayload:
     task = lease.task
     hashes = [
         hashlib.sha256(f"{s}:{x}".encode()).hexdigest()
-        for s, x in zip(task["sample_ids"], scores, strict=True)
+        for s, x in zip(task.sample_ids, scores, strict=True)
     ]
-    return {
-        "task_id": task["id"],
-        "score": sum(scores) / len(scores),
-        "n": task["n_samples"],
-        "sample_ids": task["sample_ids"],
-        "sample_scores": scores,
-        "sample_output_hashes": hashes,
-        "outputs_sha256": hashlib.sha256("".join(hashes).encode()).hexdigest(),
-        "sample_predictions": [str(x) for x in scores],
-        "predictions_sha256": predictions_digest(str(x) for x in scores),
-        "runtime_s": 0.0,
-    }
+    return protocol.ResultPayload(
+        task_id=task.id,
+        score=sum(scores) / len(scores),
+        n=task.n_samples,
+        sample_ids=task.sample_ids,
+        sample_scores=scores,
+        sample_output_hashes=hashes,
+        outputs_sha256=hashlib.sha256("".join(hashes).encode()).hexdigest(),
+        sample_predictions=[str(x) for x in scores],
+        predictions_sha256=predictions_digest(str(x) for x in scores),
+        runtime_s=0.0,
+    )
 
 
 @pytest.fixture
@@ -156,20 +157,20 @@ def test_lazy_copying_sybil_and_owner_runners_end_as_designed(world, tmp_path):
     rng = random.Random(7)
 
     def honest(lease: Lease) -> list[float]:
-        return honest_scores(lease.task)
+        return honest_scores(lease.task.model.id, len(lease.task.sample_ids))
 
     def lazy(lease: Lease) -> list[float]:
         # claims a perfect (or random high) score without evaluating anything
-        return [float(rng.random() < 0.95) for _ in lease.task["sample_ids"]]
+        return [float(rng.random() < 0.95) for _ in lease.task.sample_ids]
 
     def copier(lease: Lease) -> list[float]:
         # nothing of an open task is public: no results to copy before it is final
-        task = httpx.get(f"{server.url}/v0/tasks/{lease.task['id']}").json()
+        task = httpx.get(f"{server.url}/v0/tasks/{lease.task.id}").json()
         assert task["results"] == [] and not task["final"]
         finished = httpx.get(f"{server.url}/v0/tasks", params={"status": "DONE"}).json()
         if finished:  # so it copies another model's finished numbers
             return list(finished[-1]["results"][0]["sample_scores"])
-        return [1.0] * len(lease.task["sample_ids"])
+        return [1.0] * len(lease.task.sample_ids)
 
     # adversaries pull first, so they take part in every task they can
     runners = {
@@ -205,7 +206,7 @@ def test_lazy_copying_sybil_and_owner_runners_end_as_designed(world, tmp_path):
         # sample by sample: no counted result wrong on two or more of a DONE task's six
         # samples agreed (tolerance 0.2: one may differ), whatever its score
         for task in tasks:
-            truth = honest_scores({"model": {"id": task.model_id}, "sample_ids": task.sample_ids})
+            truth = honest_scores(task.model_id, len(task.sample_ids))
             for result in session.scalars(select(Result).where(Result.task_id == task.id)):
                 wrong = sum(1 for x, y in zip(result.sample_scores, truth, strict=True) if x != y)
                 if task.status == "DONE" and result.counted:
@@ -238,9 +239,13 @@ def test_a_replayed_submission_of_another_runner_is_refused(world):
     theirs = thief.pull()
     assert mine is not None and theirs is not None
     # the thief resends the victim's signed body under its own lease
-    body = payload(mine, honest_scores(mine.task))
+    body = payload(mine, honest_scores(mine.task.model.id, len(mine.task.sample_ids)))
     signature = victim.key.sign_result(mine.task, mine.lease_id, mine.attempt, body)
-    stolen = {"attempt": theirs.attempt, "result": body, "signature": signature}
+    stolen = {
+        "attempt": theirs.attempt,
+        "result": body.model_dump(mode="json"),
+        "signature": signature.model_dump(),
+    }
     answer = httpx.post(
         f"{server.url}/v0/leases/{theirs.lease_id}/result",
         params={"runner": "box"},
@@ -256,10 +261,10 @@ def test_a_runner_failing_canaries_is_suspended_and_changes_no_score(world, tmp_
     server, ctx, runner, _ = world
 
     def honest(lease: Lease) -> list[float]:
-        return honest_scores(lease.task)
+        return honest_scores(lease.task.model.id, len(lease.task.sample_ids))
 
     def cheat(lease: Lease) -> list[float]:
-        return [1.0] * len(lease.task["sample_ids"])  # a perfect score, evaluated nothing
+        return [1.0] * len(lease.task.sample_ids)  # a perfect score, evaluated nothing
 
     # Both outsiders are about (their runners registered keys) before the work starts.
     cheater = {"cheater": (runner("cheater", "box"), cheat)}

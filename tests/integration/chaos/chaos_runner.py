@@ -41,6 +41,7 @@ from quorumbench.evaluation import engine
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.benchmark import Benchmark, Sample
 from quorumbench.evaluation.results import RunResult
+from quorumbench.protocol import Receipt, ResultPayload
 from quorumbench.runner.client import Lease, ServerClient
 from quorumbench.runner.keys import create_key
 from quorumbench.runner.loop import Prepared, Runner, TaskEvaluator, stop_on_signals
@@ -146,7 +147,7 @@ class JournaledClient:
     def fail(self, lease: Lease, reason: str) -> None:
         self.inner.fail(lease, reason)
 
-    def submit(self, lease: Lease, payload: Mapping[str, Any]) -> dict[str, Any]:
+    def submit(self, lease: Lease, payload: ResultPayload) -> Receipt:
         try:
             answer = self.inner.submit(lease, payload)
         except QuorumError as exc:
@@ -160,10 +161,10 @@ class JournaledClient:
                 "lease_id": lease.lease_id,
                 "attempt": lease.attempt,
                 "task_id": lease.task_id,
-                "result_id": answer.get("result_id"),
-                "task_status": answer.get("task_status"),
-                "duplicate": bool(answer.get("duplicate")),
-                "score": payload["score"],
+                "result_id": answer.result_id,
+                "task_status": answer.task_status,
+                "duplicate": answer.duplicate,
+                "score": payload.score,
             }
         )
         return answer

@@ -226,7 +226,7 @@ class World:
             sample_predictions=[str(s) for s in scores],
             predictions_sha256=predictions_digest(str(s) for s in scores),
             runtime_s=1.5,
-            hardware={"cpu": "test"},
+            hardware={"device": "test"},
         )
 
     def submit(self, claimant: Claimant, claim: Claim, score: float = 1.0) -> SubmitOutcome:

@@ -46,7 +46,7 @@ def test_claim_returns_a_lease_with_attempt_expiry_and_the_task(world: World) ->
     assert claim.task_id == task_id
     assert claim.attempt == 1
     assert claim.expires_at == world.clock.now + timedelta(seconds=LEASE_SECONDS)
-    task = claim.task
+    task = claim.task.model_dump()
     assert task["id"] == task_id
     assert task["round"] == 1
     assert task["benchmark"]["name"] == "arith"
@@ -327,7 +327,7 @@ def test_a_disputed_task_is_claimable_again_by_fresh_accounts(world: World) -> N
     fresh = [world.account() for _ in range(2)]
     claims = [_claim(world, r) for r in fresh]
     assert {c.task_id for c in claims} == {task_id}
-    assert {c.task["round"] for c in claims} == {2}
+    assert {c.task.round for c in claims} == {2}
     assert world.claim(world.account()) is None
 
     outcomes = [world.submit(r, c, 0.0) for r, c in zip(fresh, claims, strict=True)]

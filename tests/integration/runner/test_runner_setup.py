@@ -8,6 +8,8 @@ never downloaded).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from pydantic import SecretStr
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+from quorumbench import protocol
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.backends.mock import MockBackend
@@ -280,6 +283,43 @@ def test_an_out_of_date_benchmark_releases_and_stops_with_one_line(world, monkey
     assert last_line(stopped).startswith("error: the task needs arith v")
     assert last_line(stopped).endswith("this runner's quorumbench is out of date, upgrade it")
     assert world.leases() == [("RELEASED", None)]
+
+
+def test_a_runner_whose_protocol_is_no_longer_accepted_stops_with_one_line(
+    world, home, monkeypatch
+):
+    """The server moved to protocol 2.0: a 1.0 runner's first pull is refused (426), and
+    the runner prints why and how to upgrade, and exits 1 instead of retrying."""
+    alice = world.token("alice")
+    assert init(world, alice).exit_code == 0
+    monkeypatch.setattr(protocol, "PROTOCOL_VERSION", "2.0")  # the server's, read per call
+    monkeypatch.setattr(protocol, "ACCEPTED_MAJORS", frozenset({2}))
+    command = [str(Path(sys.executable).parent / "quorumbench"), "runner", "start"]
+    stopped = subprocess.run(
+        [*command, "--server", world.url, "--name", "box", "--no-sandbox"],  # not --once
+        env={**os.environ, "QB_RUNNER_TOKEN": alice, "XDG_CONFIG_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert stopped.returncode == 1, stopped.stderr
+    lines = stopped.stderr.strip().splitlines()
+    assert lines[-1] == (
+        "error: this server accepts runner protocol 2.0; this runner speaks 1.0: upgrade "
+        "quorumbench on the runner (pip install -U quorumbench)"
+    )
+    assert world.leases() == [], "nothing was leased"
+    answer = httpx.post(
+        f"{world.url}/v0/leases",
+        json={"runner": "box", "protocol_version": "1.0"},
+        headers={"Authorization": f"Bearer {alice}"},
+    )
+    assert answer.status_code == 426
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.headers["upgrade"] == "quorumbench-runner/2.0"
+    problem = answer.json()
+    assert problem["type"] == "/problems/unsupported-protocol"
+    assert (problem["protocol_version"], problem["accepted_versions"]) == ("1.0", "2.0")
 
 
 def test_a_model_that_does_not_load_is_still_the_tasks_failure(world):

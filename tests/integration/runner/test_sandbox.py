@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from quorumbench import protocol
 from quorumbench.backends import BackendOptions
 from quorumbench.benchmarks.arith import ArithBenchmark
 from quorumbench.errors import ConfigError
@@ -109,7 +110,7 @@ class FakeClient:
         if not self.tasks:
             return None
         expires = datetime.now(UTC) + timedelta(seconds=600)
-        return Lease(100, 1, expires, self.tasks.pop(0), 600.0)
+        return Lease(100, 1, expires, protocol.Task.model_validate(self.tasks.pop(0)), 600.0)
 
     def heartbeat(self, lease):
         return lease
@@ -121,8 +122,10 @@ class FakeClient:
         self.released.append(lease.lease_id)
 
     def submit(self, lease, payload):
-        self.submitted.append(dict(payload))
-        return {"result_id": 1, "task_status": "PENDING", "duplicate": False}
+        self.submitted.append(payload.model_dump(mode="json"))
+        return protocol.Receipt(
+            result_id=1, task_id=lease.task_id, task_status="PENDING", round=1, duplicate=False
+        )
 
     def close(self):
         pass

@@ -46,7 +46,7 @@ def payload(lease, score_per_sample):
             "sample_predictions": [0] * task["n_samples"],
             "predictions_sha256": predictions_digest([0] * task["n_samples"]),
             "runtime_s": 1.5,
-            "hardware": {"cpu_count": 2},
+            "hardware": {"hardware": {"cpu_count": 2}},
         },
     }
 

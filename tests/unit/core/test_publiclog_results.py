@@ -12,10 +12,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from quorumbench.core.canonical import predictions_digest, sha256_hex
 from quorumbench.core.publiclog import (
     PAYLOAD_FIELDS,
+    PREDICTION_FIELDS,
     check_result_predictions,
     check_result_signatures,
 )
 from quorumbench.core.signing import result_digest, result_message
+from quorumbench.protocol import ResultPayload
 
 RUNNER = Ed25519PrivateKey.generate()
 PUBLIC = RUNNER.public_key().public_bytes_raw()
@@ -56,7 +58,7 @@ def signed_result(result_id: int, predictions: list | None) -> dict:
     if predictions is not None:
         sent["sample_predictions"] = predictions
         sent["predictions_sha256"] = predictions_digest(predictions)
-    digest = result_digest(sent)
+    digest = result_digest(ResultPayload.model_validate(sent))
     message = result_message(
         task_id=TASK["id"],
         lease_id=100 + result_id,
@@ -94,7 +96,8 @@ def entries() -> list[dict]:
 
 
 def test_old_and_new_results_verify(entries):
-    assert all(name in entries[0]["entry"]["results"][0] for name in PAYLOAD_FIELDS)
+    old = entries[0]["entry"]["results"][0]
+    assert all(name in old for name in PAYLOAD_FIELDS if name not in PREDICTION_FIELDS)
     assert "sample_predictions" not in entries[0]["entry"]["results"][0]
     assert check_result_signatures(entries, holds) == ([], 0)
     assert check_result_predictions(entries) == ([], 1)

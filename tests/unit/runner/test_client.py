@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import traceback
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,6 +13,7 @@ from pydantic import SecretStr
 
 from quorumbench.errors import (
     AuthenticationError,
+    ConfigError,
     ConflictError,
     InvalidSubmissionError,
     LeaseExpiredError,
@@ -20,12 +22,53 @@ from quorumbench.errors import (
     QuorumError,
     RateLimitedError,
     ServerUnavailableError,
+    UnsupportedProtocolError,
 )
+from quorumbench.protocol import ResultPayload, Task
 from quorumbench.runner.client import Lease, ServerClient
+from quorumbench.runner.keys import new_key
 
 TOKEN = "qb_SECRET-token-0123456789abcdefghijklmnopqrstuv"
 BASE = "http://server.test"
-TASK = {"id": 7, "sample_ids": ["a", "b"], "n_samples": 2}
+TASK = {
+    "id": 7,
+    "epoch": 1,
+    "round": 1,
+    "model": {"id": 1, "ref": "hf:o/m@" + "0" * 40, "revision": "0" * 40},
+    "benchmark": {
+        "name": "arith",
+        "version": 1,
+        "prompt_version": 1,
+        "dataset_sha256": "d" * 64,
+        "config": {"shots": 0},
+    },
+    "n_samples": 2,
+    "seed_commitment": "c" * 64,
+    "sample_ids": ["a", "b"],
+}
+KEY = new_key(Path("never-written.key"))
+
+
+def a_payload(**fields) -> ResultPayload:
+    """A result for TASK, as a runner builds it."""
+    return ResultPayload(
+        **{
+            "task_id": 7,
+            "score": 0.5,
+            "n": 2,
+            "sample_ids": ["a", "b"],
+            "sample_scores": [1.0, 0.0],
+            "sample_output_hashes": ["0" * 64, "1" * 64],
+            "outputs_sha256": "a" * 64,
+            "runtime_s": 0.1,
+            "model_revision": None,
+            **fields,
+        }
+    )
+
+
+def a_receipt(**fields) -> dict:
+    return {"result_id": 1, "task_id": 7, "task_status": "PENDING", "round": 1, **fields}
 
 
 def problem(status: int, code: str, detail: str) -> httpx.Response:
@@ -52,11 +95,12 @@ def make_client(
         transport=httpx.MockTransport(handler),
         sleep=recorded.append,
         reached=reached,
+        key=KEY,
     )
 
 
 def a_lease() -> Lease:
-    return Lease(3, 1, datetime.now(UTC) + timedelta(seconds=60), dict(TASK), 60.0)
+    return Lease(3, 1, datetime.now(UTC) + timedelta(seconds=60), Task.model_validate(TASK), 60.0)
 
 
 def test_pull_sends_the_token_and_runner_and_parses_the_lease():
@@ -165,7 +209,7 @@ def test_problem_documents_become_error_classes(status, code, error):
 def test_a_409_conflict_is_not_mistaken_for_an_expired_lease():
     client = make_client(lambda r: problem(409, "conflict", "a different result"))
     with pytest.raises(ConflictError) as caught:
-        client.submit(a_lease(), {"task_id": 7})
+        client.submit(a_lease(), a_payload())
     assert not isinstance(caught.value, LeaseExpiredError)
 
 
@@ -226,19 +270,24 @@ def test_submit_retries_resend_identical_bytes():
             if isinstance(answer, Exception):
                 raise answer
             return answer
-        return httpx.Response(200, json={"result_id": 1, "duplicate": True})
+        return httpx.Response(200, json=a_receipt(duplicate=True))
 
-    payload = {"task_id": 7, "score": 0.5, "sample_scores": [1.0, 0.0], "runtime_s": 0.1}
+    payload = a_payload()
     answer = make_client(handler).submit(a_lease(), payload)
-    assert answer["duplicate"] is True
+    assert answer.duplicate is True
     assert len(bodies) == 3
     assert bodies[0] == bodies[1] == bodies[2]
-    assert json.loads(bodies[0]) == {"attempt": 1, "result": payload}
+    body = json.loads(bodies[0])
+    assert body["attempt"] == 1 and body["protocol_version"] == "1.0"
+    assert body["result"] == payload.model_dump(mode="json")
+    assert body["signature"]["key_id"] == KEY.key_id
 
 
 def test_submit_refuses_nan():
     with pytest.raises(ValueError):
-        make_client(lambda r: httpx.Response(201)).submit(a_lease(), {"score": float("nan")})
+        make_client(lambda r: httpx.Response(201)).submit(
+            a_lease(), a_payload(sample_scores=[float("nan"), 0.0])
+        )
 
 
 def test_release_and_heartbeat_name_the_runner_and_attempt():
@@ -371,33 +420,62 @@ def test_a_refused_signature_is_a_signature_error():
 
     client = make_client(lambda r: problem(422, "invalid-signature", "key … was revoked"))
     with pytest.raises(SignatureError):
-        client.submit(a_lease(), {"task_id": 7})
+        client.submit(a_lease(), a_payload())
 
 
 def test_a_submission_carries_predictions_the_server_reads_back_to_the_same_digests():
     from quorumbench.core.canonical import predictions_digest
     from quorumbench.core.signing import result_digest
+    from quorumbench.protocol import Submission
     from quorumbench.runner.client import encode_submission
-    from quorumbench.services.results import ResultPayload, _prediction_problems
+    from quorumbench.services.results import _prediction_problems
 
     predictions = ["café", None, "-3", "1e5"]
-    payload = {
-        "task_id": 7,
-        "score": 0.25,
-        "n": 4,
-        "sample_ids": ["a", "b", "c", "d"],
-        "sample_scores": [1.0, 0.0, 0.0, 0.0],
-        "sample_output_hashes": ["0" * 64] * 4,
-        "outputs_sha256": "a" * 64,
-        "sample_predictions": predictions,
-        "predictions_sha256": predictions_digest(predictions),
-        "runtime_s": 1.0,
-        "hardware": {},
-        "model_revision": None,
-    }
-    lease = Lease(3, 1, datetime.now(UTC), TASK, 60.0)
-    body = json.loads(encode_submission(lease, payload, {"key_id": "k", "signed_at": "t"}))
-    parsed = ResultPayload(**body["result"])
+    payload = a_payload(
+        score=0.25,
+        n=4,
+        sample_ids=["a", "b", "c", "d"],
+        sample_scores=[1.0, 0.0, 0.0, 0.0],
+        sample_output_hashes=["0" * 64] * 4,
+        sample_predictions=predictions,
+        predictions_sha256=predictions_digest(predictions),
+        runtime_s=1.0,
+    )
+    lease = a_lease()
+    signature = KEY.sign_result(lease.task, lease.lease_id, lease.attempt, payload)
+    parsed = Submission.model_validate_json(encode_submission(lease, payload, signature)).result
     assert parsed.sample_predictions == predictions
-    assert parsed.digest() == result_digest(payload)
+    assert result_digest(parsed) == result_digest(payload)
     assert _prediction_problems(parsed) == []
+
+
+def test_a_protocol_the_server_refuses_is_one_error_never_retried():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(json.loads(request.content))
+        body = {
+            "type": "/problems/unsupported-protocol",
+            "title": "Unsupported protocol",
+            "status": 426,
+            "detail": "this server accepts runner protocol 2.0; this runner speaks 1.0: upgrade",
+            "protocol_version": "1.0",
+            "accepted_versions": "2.0",
+        }
+        return httpx.Response(426, json=body, headers={"content-type": "application/problem+json"})
+
+    with pytest.raises(UnsupportedProtocolError) as caught:
+        make_client(handler).pull()
+    assert (caught.value.version, caught.value.accepted) == ("1.0", "2.0")
+    assert caught.value.message.startswith("this server accepts runner protocol 2.0")
+    assert len(calls) == 1 and calls[0]["protocol_version"] == "1.0"
+
+
+def test_an_answer_that_is_not_the_protocols_names_the_endpoint():
+    grant = lease_body(datetime.now(UTC) + timedelta(seconds=60))
+    del grant["task"]["seed_commitment"]
+    with pytest.raises(ConfigError) as caught:
+        make_client(lambda r: httpx.Response(201, json=grant)).pull()
+    message = caught.value.message
+    assert "answer to POST /v0/leases is not protocol 1.0's LeaseGrant" in message
+    assert "task.seed_commitment: Field required" in message

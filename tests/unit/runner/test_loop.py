@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from quorumbench import protocol
 from quorumbench.backends.mock import MockBackend
 from quorumbench.benchmarks.arith import ArithBenchmark
 from quorumbench.errors import (
@@ -30,6 +31,7 @@ from quorumbench.errors import (
     NotFoundError,
     ServerUnavailableError,
     SignatureError,
+    UnsupportedProtocolError,
 )
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import select_samples
@@ -79,6 +81,13 @@ def make_task(arith, task_id=1, *, n=3, seed="s", model=MODEL, **bench_overrides
     }
 
 
+def receipt(lease, **answer):
+    """The server's answer to a submission under ``lease``."""
+    return protocol.Receipt.model_validate(
+        {"result_id": 1, "task_id": lease.task_id, "round": 1, **answer}
+    )
+
+
 class FakeClient:
     """Hands out scripted tasks and records every call.
 
@@ -114,7 +123,7 @@ class FakeClient:
             raise task
         lease_id = len(self.pulled) + 100
         expires = datetime.now(UTC) + timedelta(seconds=self.ttl_s)
-        lease = Lease(lease_id, 1, expires, task, self.ttl_s)
+        lease = Lease(lease_id, 1, expires, protocol.Task.model_validate(task), self.ttl_s)
         self.pulled.append(lease)
         return lease
 
@@ -143,8 +152,8 @@ class FakeClient:
         ]
 
     def submit(self, lease, payload):
-        self.submitted.append((lease.lease_id, payload))
-        return self.submit_answer
+        self.submitted.append((lease.lease_id, payload.model_dump(mode="json")))
+        return receipt(lease, **self.submit_answer)
 
     def close(self):
         self.closed = True
@@ -390,13 +399,6 @@ def test_the_task_carries_no_secret_seed_and_its_own_ids_are_evaluated(arith):
     assert client.submitted[0][1]["sample_ids"] == task["sample_ids"]
 
 
-def test_a_malformed_task_is_refused(arith):
-    task = make_task(arith)
-    del task["seed_commitment"]
-    outcome = make_runner(FakeClient([task])).run_once()
-    assert outcome.status == "refused"
-
-
 def test_an_expired_lease_at_submit_is_abandoned(arith):
     client = FakeClient([make_task(arith)])
 
@@ -416,11 +418,11 @@ def test_a_refused_submission_releases_the_lease_at_once(arith):
     answers = [InvalidSubmissionError("n does not match the task"), None]
 
     def submit(lease, payload):
-        client.submitted.append((lease.lease_id, payload))
+        client.submitted.append((lease.lease_id, payload.model_dump(mode="json")))
         error = answers.pop(0)
         if error is not None:
             raise error
-        return {"duplicate": False, "task_status": "PENDING"}
+        return receipt(lease, duplicate=False, task_status="PENDING")
 
     client.submit = submit
     runner = make_runner(client)
@@ -440,6 +442,23 @@ def test_a_refused_signature_releases_and_stops_the_runner(arith):
     client.submit = refuse
     with pytest.raises(RunnerSetupError, match="refuses this runner's results"):
         make_runner(client).run_forever(threading.Event())
+    assert client.released == [100]
+    assert len(client.pulled) == 1
+
+
+def test_a_protocol_refused_at_submit_releases_and_stops_the_runner(arith):
+    """The server was upgraded while the task ran: its refusal ends the runner with the
+    server's own words (which say how to upgrade), not a hint about tokens and keys."""
+    client = FakeClient([make_task(arith), make_task(arith, 2, seed="t")])
+    said = "this server accepts runner protocol 2.0; this runner speaks 1.0: upgrade"
+
+    def refuse(lease, payload):
+        raise UnsupportedProtocolError(said, "1.0", "2.0")
+
+    client.submit = refuse
+    with pytest.raises(UnsupportedProtocolError) as caught:
+        make_runner(client).run_forever(threading.Event())
+    assert caught.value.message == said
     assert client.released == [100]
     assert len(client.pulled) == 1
 
@@ -486,7 +505,7 @@ def test_result_payload_maps_the_run(arith):
     from quorumbench.evaluation.engine import EvalConfig, evaluate
 
     result = evaluate(arith, MockBackend(lambda p: "#### 1"), EvalConfig(n=2, seed="p"))
-    payload = result_payload(9, result)
+    payload = result_payload(9, result).model_dump(mode="json")
     assert payload["sample_ids"] == [s.id for s in result.samples]
     assert payload["sample_scores"] == [s.score for s in result.samples]
     assert payload["sample_output_hashes"] == [s.output_sha256 for s in result.samples]
@@ -621,7 +640,7 @@ def test_an_unreachable_server_at_submit_gets_the_same_payload_again(arith):
         sent.append(payload)
         if len(sent) < 3:
             raise ServerUnavailableError("cannot reach the server")
-        return {"duplicate": len(sent) > 1, "task_status": "PENDING"}
+        return receipt(lease, duplicate=len(sent) > 1, task_status="PENDING")
 
     client.submit = flaky
     outcome = make_runner(client).run_once()

@@ -10,21 +10,26 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from quorumbench.api.deps import BearerToken, Context, offload
-from quorumbench.api.schemas import (
-    FailureIn,
-    HeartbeatIn,
-    HeartbeatOut,
-    LeaseIn,
-    LeaseOut,
-    SubmitIn,
-    SubmitOut,
-)
 from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.logs import event
+from quorumbench.protocol import (
+    MAX_ID,
+    Attempt,
+    FailureReport,
+    Heartbeat,
+    HeartbeatAck,
+    LeaseGrant,
+    LeaseRequest,
+    Receipt,
+    RunnerName,
+    Submission,
+    check_version,
+)
 from quorumbench.services import leases
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
@@ -74,26 +79,33 @@ def _granted(claimant: Claimant, claim: Claim | None) -> None:
     )
 
 
-def _lease_out(claim: Claim) -> LeaseOut:
-    return LeaseOut(
+def _lease_out(claim: Claim) -> LeaseGrant:
+    return LeaseGrant(
         lease_id=claim.lease_id, attempt=claim.attempt, expires_at=claim.expires_at, task=claim.task
     )
+
+
+LeaseId = Annotated[int, Path(ge=1, le=MAX_ID, description="The lease's id.")]
+RunnerQuery = Annotated[RunnerName, Query(description="The runner's name within the account.")]
 
 
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=LeaseOut,
+    response_model=LeaseGrant,
     responses={204: {"description": "No task is available for this runner now."}},
 )
 async def pull(
-    body: LeaseIn, ctx: Context, token: BearerToken, request: Request
-) -> LeaseOut | Response:
+    body: LeaseRequest, ctx: Context, token: BearerToken, request: Request
+) -> LeaseGrant | Response:
     """Lease one task slot (``task:pull``). 204 when there is nothing to do.
 
     Send a fresh ``pull_key`` with each pull and the same key on its retries: a
     repeated key returns the lease the first request made (never a second slot).
+    A runner whose ``protocol_version`` this server does not accept gets 426 and the
+    versions it accepts.
     """
+    check_version(body.protocol_version)
 
     def work() -> Claim | None:
         claimant = _claimant(ctx, token, "task:pull", body.runner, pulling=True)
@@ -107,32 +119,32 @@ async def pull(
     return _lease_out(claim)
 
 
-@router.post("/{lease_id}/heartbeat", response_model=HeartbeatOut)
+@router.post("/{lease_id}/heartbeat", response_model=HeartbeatAck)
 async def heartbeat(
-    lease_id: int,
-    body: HeartbeatIn,
+    lease_id: LeaseId,
+    body: Heartbeat,
     ctx: Context,
     token: BearerToken,
     request: Request,
-    runner: str = Query("default"),
-) -> HeartbeatOut:
+    runner: RunnerQuery = "default",
+) -> HeartbeatAck:
     """Extend a lease; 409 when it expired or was superseded."""
 
     def work() -> datetime:
         claimant = _claimant(ctx, token, "task:pull", runner)
         return leases.heartbeat(ctx, claimant, lease_id, body.attempt)
 
-    return HeartbeatOut(lease_id=lease_id, expires_at=await offload(request, work))
+    return HeartbeatAck(lease_id=lease_id, expires_at=await offload(request, work))
 
 
 @router.delete("/{lease_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def release(
-    lease_id: int,
+    lease_id: LeaseId,
     ctx: Context,
     token: BearerToken,
     request: Request,
-    attempt: int = Query(...),
-    runner: str = Query("default"),
+    attempt: Annotated[Attempt, Query(description="The lease's fencing token.")],
+    runner: RunnerQuery = "default",
 ) -> Response:
     """Give the lease back now; its task slot is claimable again at once."""
 
@@ -147,12 +159,12 @@ async def release(
 
 @router.post("/{lease_id}/failure", status_code=status.HTTP_204_NO_CONTENT)
 async def fail(
-    lease_id: int,
-    body: FailureIn,
+    lease_id: LeaseId,
+    body: FailureReport,
     ctx: Context,
     token: BearerToken,
     request: Request,
-    runner: str = Query("default"),
+    runner: RunnerQuery = "default",
 ) -> Response:
     """Report that this runner could not evaluate the task (its sandbox stopped the
     evaluation, the model does not load, its data differs): the lease ends FAILED with
@@ -168,16 +180,16 @@ async def fail(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{lease_id}/result", response_model=SubmitOut)
+@router.post("/{lease_id}/result", response_model=Receipt)
 async def submit(
-    lease_id: int,
-    body: SubmitIn,
+    lease_id: LeaseId,
+    body: Submission,
     ctx: Context,
     token: BearerToken,
     request: Request,
     response: Response,
-    runner: str = Query("default"),
-) -> SubmitOut:
+    runner: RunnerQuery = "default",
+) -> Receipt:
     """Submit the result of a lease (``task:submit``). Repeating it is harmless.
 
     With ``next_pull_key`` the runner also pulls its next task in the same request
@@ -185,8 +197,9 @@ async def submit(
     to do or the queue could not be reached. The submission stands either way; on a
     null ``next`` pull as usual, with the same key.
     """
+    check_version(body.protocol_version)
 
-    def work() -> SubmitOut:
+    def work() -> Receipt:
         pulls = () if body.next_pull_key is None else ("task:pull",)
         principal = _writer(ctx, token, "task:submit", *pulls)  # before anything is stored
         claimant = runner_for(ctx, principal, runner, allow_suspended=True, create=False)
@@ -202,17 +215,19 @@ async def submit(
             score=body.result.score,
             **_who(claimant),
         )
-        out = SubmitOut(**outcome.__dict__)
+        following = None
         if body.next_pull_key is not None:
-            out.next = _pull_next(ctx, principal, runner, body.next_pull_key)
-        return out
+            following = _pull_next(ctx, principal, runner, body.next_pull_key)
+        return Receipt(**outcome.__dict__, next=following)
 
     out = await offload(request, work)
     response.status_code = status.HTTP_200_OK if out.duplicate else status.HTTP_201_CREATED
     return out
 
 
-def _pull_next(ctx: ServerContext, principal: Principal, runner: str, key: str) -> LeaseOut | None:
+def _pull_next(
+    ctx: ServerContext, principal: Principal, runner: str, key: str
+) -> LeaseGrant | None:
     """The next lease for a runner that just submitted; None rather than an error.
 
     The submission is committed by now, so nothing here may fail the request: a

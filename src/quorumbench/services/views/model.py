@@ -10,6 +10,7 @@ from sqlalchemy import select
 from quorumbench.core.comparison import SubjectScore
 from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Model, Task
 from quorumbench.errors import NotFoundError
+from quorumbench.protocol import TaskStatus
 from quorumbench.services.board import ModelType, Score, model_type, to_score
 from quorumbench.services.context import ServerContext
 from quorumbench.services.failures import Failure, recent_failures
@@ -77,7 +78,9 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
         history: dict[str, list[tuple[int, float]]] = {}
         for bench_id, epoch, score in session.execute(
             select(Task.benchmark_id, Task.epoch_id, Task.score)
-            .where(Task.model_id == model_id, Task.status == "DONE", Task.score.is_not(None))
+            .where(
+                Task.model_id == model_id, Task.status == TaskStatus.DONE, Task.score.is_not(None)
+            )
             .order_by(Task.epoch_id, Task.id)
         ):
             history.setdefault(benches[bench_id], []).append((epoch, score or 0.0))

@@ -10,6 +10,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from quorumbench.db.models import Account, Benchmark, ConsensusOutcome, Model, Result, Runner, Task
+from quorumbench.protocol import TaskStatus
 from quorumbench.services.context import ServerContext
 from quorumbench.services.failures import Failure, recent_failures
 from quorumbench.services.subjects import subject_labels
@@ -24,7 +25,7 @@ class TaskSummary:
     model: str
     benchmark: str
     epoch: int
-    status: str
+    status: TaskStatus
     score: float | None
     spread: float | None
     round: int
