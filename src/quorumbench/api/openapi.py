@@ -17,37 +17,38 @@ An operation's problem statuses come from two places:
   credential (:func:`~quorumbench.api.deps.get_bearer_token`, also declared as the
   ``bearer`` security scheme); 429 where it counts a write
   (:func:`~quorumbench.api.deps.get_writer`); 503 where it uses the server context
-  (the database or the queue may be down);
+  (the database may be down);
 - :data:`RAISES`: the errors its services raise on purpose, by operation. Their
   statuses come from :data:`~quorumbench.api.problems.STATUS`, the one map from
-  error class to status.
+  error class to status; a test checks that every entry names an operation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
 
 from quorumbench import errors
+from quorumbench import errors as E  # short names for the table below
 from quorumbench.api import deps
 from quorumbench.api.params import OPEN_ROUTES
-from quorumbench.api.problems import MEDIA_TYPE, STATUS, Problem
+from quorumbench.api.problems import MEDIA_TYPE, Problem, status_of
 from quorumbench.api.routing import route_contexts
 
 API_PREFIX = "/v0"
 PROBLEM_REF = "#/components/schemas/Problem"
 
-E = errors
 _LEASE = (
     E.PermissionDeniedError,  # a token without task:pull, a suspended runner
     E.RateLimitedError,  # each call counts as a write
     E.ConfigError,  # a runner name that is not 1-64 letters, digits, '_', '.', '-'
     E.NotFoundError,  # no such runner or lease for this account
     E.LeaseExpiredError,  # the lease expired, ended or is another attempt
-    E.ServiceUnavailableError,  # the queue is down
+    E.QueueUnavailableError,  # the queue (Redis) is down
 )
 RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
     "POST /v0/auth/token": (
@@ -206,22 +207,13 @@ def problem_statuses(
     if deps.get_writer in calls:
         add(429, errors.RateLimitedError.code)
     if deps.get_context in calls:
-        add(503, errors.ServiceUnavailableError.code)
+        add(503, errors.DatabaseUnavailableError.code)
     for cls in RAISES.get(f"{method} {path}", ()):
-        add(_status(cls), cls.code)
+        add(status_of(cls), cls.code)
     return found
 
 
-def _status(cls: type[errors.QuorumError]) -> int:
-    for base in cls.__mro__:
-        if base in STATUS:
-            return STATUS[base]
-    return 400
-
-
 def _description(status: int, codes: list[str], given: str | None) -> str:
-    from http import HTTPStatus
-
     problems = ", ".join(f"`/problems/{code}`" for code in codes)
     phrase = given if given and given != "Validation Error" else HTTPStatus(status).phrase
     return f"{phrase} (problem+json: {problems})"

@@ -46,6 +46,8 @@ OPEN_ROUTES = frozenset({"oauth_callback"})
 class RouteParams:
     """What one API route accepts: its path, methods and query parameter names."""
 
+    path: str
+    """As the OpenAPI document names it (``/v0/tasks/{task_id}``)."""
     path_regex: re.Pattern[str]
     methods: frozenset[str]
     allowed: tuple[str, ...]
@@ -103,6 +105,7 @@ def api_routes(app: FastAPI) -> list[RouteParams]:
         names = dict.fromkeys(n for f in fields for n in _field_names(f))
         routes.append(
             RouteParams(
+                path=route.path_format,
                 path_regex=route.path_regex,
                 methods=frozenset(route.methods or ()),
                 allowed=tuple(names),

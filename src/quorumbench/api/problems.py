@@ -114,7 +114,12 @@ class Problem(BaseModel):
 
 
 def status_for(exc: errors.QuorumError) -> int:
-    for cls in type(exc).__mro__:
+    return status_of(type(exc))
+
+
+def status_of(error: type[errors.QuorumError]) -> int:
+    """The status of an error class: its nearest ancestor's in :data:`STATUS`, else 400."""
+    for cls in error.__mro__:
         if cls in STATUS:
             return STATUS[cls]
     return 400
