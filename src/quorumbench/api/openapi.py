@@ -115,6 +115,31 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""
 
+_MODEL_ID = {"model_id": "$response.body#/id"}
+_LEASE_ID = {"lease_id": "$response.body#/lease_id"}
+_KEY = {"runner": "$request.path.runner", "key_id": "$response.body#/key_id"}
+LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
+    ("POST /v0/models", "201"): {
+        "GET /v0/models/{model_id}": _MODEL_ID,
+        "GET /v0/models/{model_id}/failures": _MODEL_ID,
+        "POST /v0/models/{model_id}/resume": _MODEL_ID,
+    },
+    ("POST /v0/leases", "201"): {
+        "POST /v0/leases/{lease_id}/heartbeat": _LEASE_ID,
+        "DELETE /v0/leases/{lease_id}": {**_LEASE_ID, "attempt": "$response.body#/attempt"},
+        "POST /v0/leases/{lease_id}/failure": _LEASE_ID,
+        "POST /v0/leases/{lease_id}/result": _LEASE_ID,
+        "GET /v0/tasks/{task_id}": {"task_id": "$response.body#/task/id"},
+    },
+    ("POST /v0/runners/{runner}/keys", "201"): {
+        "GET /v0/runners/{runner}/keys": {"runner": "$request.path.runner"},
+        "DELETE /v0/runners/{runner}/keys/{key_id}": _KEY,
+        "GET /v0/runner-keys/{key_id}": {"key_id": "$response.body#/key_id"},
+    },
+}
+"""OpenAPI links: what a created model, lease or key leads to, and with which ids
+(``(METHOD /path, status)`` of the answer -> ``METHOD /path`` -> parameters)."""
+
 _HEADERS: dict[int, dict[str, Any]] = {
     401: {
         "WWW-Authenticate": {
@@ -179,6 +204,24 @@ def declare_problems(schema: dict[str, Any], app: FastAPI) -> None:
         operation["responses"] = dict(sorted(responses.items()))
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
+    declare_links(schema)
+
+
+def declare_links(schema: dict[str, Any]) -> None:
+    """Add :data:`LINKS` to the answers they start from, named after the operation they
+    lead to (its ``operationId``)."""
+    ids = {
+        f"{method.upper()} {path}": operation["operationId"]
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        if isinstance(operation, dict) and "operationId" in operation
+    }
+    for (source, status), targets in LINKS.items():
+        method, path = source.split(" ", 1)
+        response = schema["paths"][path][method.lower()]["responses"][status]
+        links = response.setdefault("links", {})
+        for target, parameters in targets.items():
+            links[ids[target]] = {"operationId": ids[target], "parameters": parameters}
 
 
 def problem_statuses(

@@ -29,7 +29,9 @@ from schemathesis.python.asgi import shutdown_lifespans
 from schemathesis.specs.openapi import unregister_string_format
 
 from quorumbench.api.app import create_app
-from quorumbench.services.accounts import create_account, issue_token
+from quorumbench.services.accounts import authenticate, create_account, issue_token
+from quorumbench.services.models import register_model
+from quorumbench.services.scheduler import ensure_epoch, schedule_epoch
 
 from .conftest import fake_metadata, hub_ref
 from .test_api import auth
@@ -66,8 +68,9 @@ CONFIG: dict[str, Any] = {
     ],
 }
 """What a ``schemathesis.toml`` would hold for this run."""
-MODELS = 12
-"""Models registered before the run: each is a task the admin's runners can lease."""
+MODELS = 48
+"""Models of another account registered before the run, one task each: enough that the
+admin's runners still find work when the stateful phase follows a new lease's links."""
 
 LEASE_OPERATIONS = (
     "POST /v0/leases",
@@ -190,8 +193,14 @@ def _record(found: Found, event: events.ScenarioFinished) -> None:
 def world(make_ctx, db_url) -> Iterator[dict[str, Any]]:
     """An app with an admin (every scope), models of another account, and a live lease
     of the admin's runner ``default``."""
-    # No DNS lookups of generated hosts; models enough that a pull finds work all along.
-    ctx = make_ctx(db_url, allow_private_endpoints=True, registrations_per_week=MODELS)
+    # No DNS lookups of generated hosts; models enough that a pull finds work all along;
+    # no write limit, whose windows run on the wall clock (the run would vary with speed).
+    ctx = make_ctx(
+        db_url,
+        allow_private_endpoints=True,
+        registrations_per_week=MODELS,
+        write_rate_limit="",
+    )
     ctx.inspector = fake_metadata
     create_account(ctx, "admin", is_admin=True)
     create_account(ctx, "owner")
@@ -199,12 +208,11 @@ def world(make_ctx, db_url) -> Iterator[dict[str, Any]]:
         "admin": issue_token(ctx, "admin", scopes=("admin",)).token,
         "owner": issue_token(ctx, "owner").token,
     }
+    owner = authenticate(ctx, tokens["owner"])
+    for n in range(1, MODELS + 1):
+        register_model(ctx, owner, hub_ref(n))
+    schedule_epoch(ctx, ensure_epoch(ctx, ctx.now()))  # one task per model
     with TestClient(create_app(ctx.settings, context=ctx, run_scheduler=False)) as client:
-        for n in range(1, MODELS + 1):
-            answer = client.post(
-                "/v0/models", json={"ref": hub_ref(n)}, headers=auth(tokens["owner"])
-            )
-            assert answer.status_code == 201, answer.text
         lease = client.post("/v0/leases", json={"runner": "default"}, headers=auth(tokens["admin"]))
         assert lease.status_code == 201, lease.text
     schemathesis.openapi.format("ed25519-public-key", ed25519_public_keys())

@@ -65,6 +65,24 @@ def test_every_error_an_operation_can_give_is_declared_as_a_problem(document):
     assert set(board) == {"application/json", "text/csv"}
 
 
+def test_a_new_lease_links_to_what_can_be_done_with_it(document):
+    links = document["paths"]["/v0/leases"]["post"]["responses"]["201"]["links"]
+    targets = {link["operationId"]: link["parameters"] for link in links.values()}
+    ids = {
+        f"{method} {path}": operation["operationId"]
+        for method, path, operation in operations(document)
+    }
+    release = targets[ids["DELETE /v0/leases/{lease_id}"]]
+    assert release == {"lease_id": "$response.body#/lease_id", "attempt": "$response.body#/attempt"}
+    assert targets[ids["POST /v0/leases/{lease_id}/heartbeat"]] == {
+        "lease_id": "$response.body#/lease_id"
+    }
+    key = document["paths"]["/v0/runners/{runner}/keys"]["post"]["responses"]["201"]["links"]
+    assert {"runner": "$request.path.runner", "key_id": "$response.body#/key_id"} in [
+        link["parameters"] for link in key.values()
+    ]
+
+
 def test_operations_that_need_a_credential_declare_the_bearer_scheme(document):
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     secured = {
