@@ -19,6 +19,7 @@ from quorumbench import __version__
 from quorumbench.api import params, problems
 from quorumbench.api.access import AccessLog
 from quorumbench.api.deps import install_hot_path
+from quorumbench.api.openapi import QuorumBenchAPI
 from quorumbench.api.routes import auth, board, leases, models, oauth, runners
 from quorumbench.api.routes import log as public_log
 from quorumbench.errors import QuorumError
@@ -124,7 +125,7 @@ def create_app(
                 ctx.close()
             event(logging.getLogger("quorumbench.server"), "server.stop")
 
-    app = FastAPI(
+    app = QuorumBenchAPI(
         title="QuorumBench",
         version=__version__,
         description="Cross-checked evaluations of open LLMs. JSON API under /v0.",
@@ -148,7 +149,12 @@ def create_app(
     @app.get(
         "/v0/health",
         tags=["meta"],
-        responses={503: {"description": "A dependency (database, queue) is down."}},
+        responses={
+            503: {
+                "description": "A dependency (database, queue) is down.",
+                "content": {"application/json": {}},
+            }
+        },
     )
     def health(request: Request) -> JSONResponse:
         """``ok`` when the database and the task queue answer; else 503 ``unhealthy``,

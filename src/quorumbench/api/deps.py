@@ -8,6 +8,7 @@ from typing import Annotated, TypeVar
 import anyio.to_thread
 from anyio import CapacityLimiter
 from fastapi import Depends, FastAPI, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
@@ -27,8 +28,22 @@ async def get_context(request: Request) -> ServerContext:
 Context = Annotated[ServerContext, Depends(get_context)]
 
 
-async def get_bearer_token(request: Request) -> str | None:
-    """The bearer token of the request, if any (checked later, by ``authenticate``)."""
+bearer = HTTPBearer(
+    scheme_name="bearer",
+    description="An API token (``qb_...``) or an access JWT (``POST /v0/auth/token``).",
+    auto_error=False,
+)
+"""Declares the credential in the OpenAPI document; the token is read and checked here."""
+
+
+async def get_bearer_token(
+    request: Request,
+    declared: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> str | None:
+    """The bearer token of the request, if any (checked later, by ``authenticate``).
+
+    ``declared`` is what :data:`bearer` read; the header is parsed here as it always was.
+    """
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else None
 

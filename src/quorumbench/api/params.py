@@ -9,24 +9,35 @@ dependencies' included, read once from FastAPI's dependency tree. The web pages
 (outside ``/v0``) validate their own parameters, and the OAuth callback is left
 open: a provider may add parameters of its own (``error_description``,
 ``error_uri``, ``iss``, ...) to the URL it sends the browser back to.
+
+The module also holds the bound of every integer parameter (:data:`MAX_INT`, and
+:data:`RowId` for ids in a path), so that no number is too large to look up.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.dependencies.models import Dependant
 from pydantic import AliasChoices, BaseModel
 from starlette.datastructures import QueryParams
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from quorumbench.api.problems import problem
+from quorumbench.api.routing import route_contexts, route_path
 
 API_PREFIX = "/v0"
+MAX_INT = 2**31 - 1
+"""The largest id, count or offset a query can name: the database keeps them as 32-bit
+integers (PostgreSQL ``integer``), so nothing larger names a row, and SQLite cannot
+even compare a column with a number past 64 bits. Every integer parameter has it as
+its bound (``le``), declared in the OpenAPI document."""
+RowId = Annotated[int, Path(ge=1, le=MAX_INT, description="An id (from 1, a 32-bit integer).")]
+"""An id in a path; a number no row can have is refused (422), not looked up."""
 OPEN_ROUTES = frozenset({"oauth_callback"})
 """Routes (by name) that take whatever query parameters they are sent."""
 
@@ -35,6 +46,8 @@ OPEN_ROUTES = frozenset({"oauth_callback"})
 class RouteParams:
     """What one API route accepts: its path, methods and query parameter names."""
 
+    path: str
+    """As the OpenAPI document names it (``/v0/tasks/{task_id}``)."""
     path_regex: re.Pattern[str]
     methods: frozenset[str]
     allowed: tuple[str, ...]
@@ -78,19 +91,10 @@ def _accepts_extra(field: Any) -> bool:
     )
 
 
-def _route_contexts(app: FastAPI) -> Iterable[Any]:
-    """Every route with its full path (included routers resolved)."""
-    try:
-        from fastapi.routing import iter_route_contexts
-    except ImportError:  # FastAPI before routers were included lazily: plain routes
-        return list(app.routes)
-    return list(iter_route_contexts(app.routes))
-
-
 def api_routes(app: FastAPI) -> list[RouteParams]:
     """The routes under ``/v0`` in matching order, with what each accepts."""
     routes: list[RouteParams] = []
-    for route in _route_contexts(app):
+    for route in route_contexts(app):
         path = getattr(route, "path", None) or ""
         dependant = getattr(route, "dependant", None)
         if not isinstance(dependant, Dependant) or not (
@@ -101,6 +105,7 @@ def api_routes(app: FastAPI) -> list[RouteParams]:
         names = dict.fromkeys(n for f in fields for n in _field_names(f))
         routes.append(
             RouteParams(
+                path=route.path_format,
                 path_regex=route.path_regex,
                 methods=frozenset(route.methods or ()),
                 allowed=tuple(names),
@@ -130,15 +135,6 @@ def _detail(unknown: list[str], allowed: tuple[str, ...]) -> str:
     return f"unknown query {noun} {names}; {accepts}"
 
 
-def _route_path(scope: Scope) -> str:
-    """The path the router matches: without the ``root_path`` it is mounted under."""
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "")
-    if root and path.startswith(f"{root}/"):
-        return path[len(root) :]
-    return path
-
-
 class UnknownParams:
     """ASGI middleware: a request under ``/v0`` with a query parameter its route does
     not declare gets 400 problem+json before the route runs."""
@@ -157,7 +153,7 @@ class UnknownParams:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("query_string"):
-            path = _route_path(scope)
+            path = route_path(scope)
             if path == API_PREFIX or path.startswith(f"{API_PREFIX}/"):
                 route = matching_route(self.routes(), scope["method"], path)
                 if route is not None and not route.open:

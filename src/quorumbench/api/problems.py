@@ -20,10 +20,13 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from quorumbench import errors, protocol
+from quorumbench.api.routing import allowed_methods, route_path
 from quorumbench.logs import event
 from quorumbench.web import routes as web
 
@@ -57,8 +60,67 @@ NOT_PAGES = ("/v0", "/docs", "/redoc", "/openapi.json")
 MACHINE_FORMATS = ("json", "csv")
 
 
+class ValidationIssue(BaseModel):
+    """One invalid part of a request (``errors`` of ``/problems/invalid-request``)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+def _member(description: str) -> Any:
+    """An optional member of some problem types: absent from the others (never null)."""
+    return Field(None, description=description, json_schema_extra=_no_default)
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+class Problem(BaseModel):
+    """Every error of the API, as :func:`problem` answers it (RFC 9457, documented in the
+    OpenAPI schema by api/openapi.py); some problem types add members of their own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(description="``/problems/<code>``: the error's stable code.")
+    title: str
+    status: int
+    detail: str = Field(description="What went wrong, and what to do about it.")
+    instance: str = Field(description="The path of the request.")
+    errors: list[ValidationIssue] | SkipJsonSchema[None] = _member(
+        "``invalid-request``: each invalid part of the request."
+    )
+    unknown: list[str] | SkipJsonSchema[None] = _member(
+        "``unknown-parameter``: the query parameters the endpoint does not take."
+    )
+    allowed: list[str] | SkipJsonSchema[None] = _member(
+        "``unknown-parameter``: the query parameters it takes."
+    )
+    request_id: str | SkipJsonSchema[None] = _member(
+        "``internal-error``: the id under which the server logged the error."
+    )
+    existing_model_id: int | SkipJsonSchema[None] = _member(
+        "``duplicate-model``: the model registered already."
+    )
+    accepted_evaluations: int | SkipJsonSchema[None] = _member(
+        "``quota-not-earned``: the account's accepted evaluations."
+    )
+    evaluations_needed: int | SkipJsonSchema[None] = _member(
+        "``quota-not-earned``: how many more it needs."
+    )
+    interval: int | SkipJsonSchema[None] = _member(
+        "``authorization-pending``, ``slow-down``: seconds to wait between polls."
+    )
+
+
 def status_for(exc: errors.QuorumError) -> int:
-    for cls in type(exc).__mro__:
+    return status_of(type(exc))
+
+
+def status_of(error: type[errors.QuorumError]) -> int:
+    """The status of an error class: its nearest ancestor's in :data:`STATUS`, else 400."""
+    for cls in error.__mro__:
         if cls in STATUS:
             return STATUS[cls]
     return 400
@@ -71,6 +133,7 @@ def problem(
     title: str,
     detail: str,
     retry_after: int | None = None,
+    allow: list[str] | None = None,
     **extra: Any,
 ) -> JSONResponse:
     body = {
@@ -101,6 +164,8 @@ def problem(
         headers = {"Upgrade": f"quorumbench-runner/{protocol.PROTOCOL_VERSION}"}
     elif retry_after is not None:
         headers = {"Retry-After": str(retry_after)}
+    elif allow is not None:
+        headers = {"Allow": ", ".join(allow)}
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
@@ -136,9 +201,13 @@ async def http_error(request: Request, exc: Exception) -> Response:
         exc.status_code, "http-error"
     )
     detail = str(exc.detail)
+    allow = None
     if exc.status_code == 413:
         detail = "the request body is larger than this server accepts (QB_MAX_BODY_BYTES)"
-    return problem(request, exc.status_code, code, _title(code), detail)
+    elif exc.status_code == 405:
+        allow = allowed_methods(request.app, route_path(request.scope))
+        detail = f"{request.method} is not served at {request.url.path}; use {', '.join(allow)}"
+    return problem(request, exc.status_code, code, _title(code), detail, allow=allow)
 
 
 async def validation_error(request: Request, exc: Exception) -> Response:

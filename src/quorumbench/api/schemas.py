@@ -21,7 +21,13 @@ class _Out(BaseModel):
 class ModelIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ref: str = Field(description="Model ref; a branch or tag is pinned to its commit.")
+    ref: str = Field(
+        max_length=512,
+        pattern=r"^(hf|gguf|openai|bundled):",
+        description="Model ref (``hf:owner/name@commit``, ``gguf:``, ``openai:<url>#<model>``); "
+        "a branch or tag is pinned to its commit. Whether it can be registered also depends "
+        "on what it names (the repo and commit exist, the size limit): 422 if not.",
+    )
     name: str | None = Field(None, max_length=256, description="Display name.")
 
 
@@ -152,7 +158,12 @@ class LeaderboardOut(BaseModel):
 class RunnerKeyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    public_key: str = Field(description="Raw 32-byte Ed25519 public key, hex.")
+    public_key: str = Field(
+        description="Raw 32-byte Ed25519 public key, hex: a point of the curve's prime-order "
+        "group in canonical encoding. Anything else is refused with 400 (checked by the "
+        "server, not by the schema's validation: ``format`` names the rule).",
+        json_schema_extra={"pattern": "^[0-9a-fA-F]{64}$", "format": "ed25519-public-key"},
+    )
 
 
 class RunnerKeyOut(BaseModel):

@@ -143,7 +143,10 @@ def _parse_hub_or_local(
 
 def _parse_openai(body: str, text: str) -> ModelRef:
     base, sep, model = body.partition("#")
-    parts = urlsplit(base)
+    try:
+        parts = urlsplit(base)
+    except ValueError as exc:  # e.g. an unclosed '[' of an IPv6 host
+        raise InvalidRefError(f"bad model ref {text!r}: {base!r} is not a URL ({exc})") from None
     if not sep or not model:
         raise InvalidRefError(f"bad model ref {text!r}: expected openai:<base url>#<model name>")
     if parts.scheme not in ("http", "https") or not parts.netloc:

@@ -51,7 +51,7 @@ from quorumbench.core.leaderboard import (
 from quorumbench.core.ranking import Standings, standings
 from quorumbench.db.engine import Executor
 from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Model
-from quorumbench.errors import ConfigError
+from quorumbench.errors import ConfigError, NotFoundError
 from quorumbench.services.context import ServerContext
 
 SortKey = Literal["score", "ci_low", "n_samples", "updated_at", "model"]
@@ -116,7 +116,7 @@ def leaderboard(
                 .limit(1)
             ).first()
             if bench is None:
-                raise ConfigError(f"no active benchmark named {benchmark!r}")
+                raise NotFoundError(f"no active benchmark named {benchmark!r}")
             board, name = LeaderboardEntry, bench.name
             where = [LeaderboardEntry.benchmark_id == bench.id]
         ranked_on = list(where)  # the board: ranks ignore the filters below

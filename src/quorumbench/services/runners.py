@@ -15,7 +15,9 @@ from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import IdentityKey, ServerContext
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""A runner's name within its account: 1-64 letters, digits, '_', '.', '-'."""
+_NAME = re.compile(NAME_PATTERN)
 _TOUCH_EVERY = timedelta(minutes=1)
 
 

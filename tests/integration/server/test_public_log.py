@@ -111,7 +111,7 @@ def test_finalized_tasks_are_logged_with_signed_heads_and_valid_proofs(server, p
     key_file = ctx.settings.data_dir / "log-signing-key.pem"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     bad = httpx.get(server.url + "/v0/log/proof/inclusion", params={"index": 3, "size": 3})
-    assert bad.status_code == 400 and "out of range" in bad.json()["detail"]
+    assert bad.status_code == 404 and "out of range" in bad.json()["detail"]
 
 
 def test_verify_passes_on_an_honest_server_and_remembers_what_it_saw(server, people, tmp_path):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Response, status
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from quorumbench.api.deps import Context
 from quorumbench.services import sessions
@@ -15,18 +15,39 @@ dev_router = APIRouter(prefix="/v0/auth", tags=["auth"])
 """Mounted only with QB_INSECURE_DEV_LOGIN (create_app)."""
 
 
-class LoginIn(BaseModel):
+Scope = Literal["task:pull", "task:submit", "model:register", "admin"]
+"""What a credential may do (``services.accounts.SCOPES``)."""
+Scopes = Annotated[list[Scope] | None, Field(description="Scopes wanted (default: all granted).")]
+
+
+class ApiTokenLoginIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    api_token: str | None = Field(None, description="An API token (qb_...).")
-    id_token: str | None = Field(None, description="An ID token of a configured OIDC issuer.")
-    scopes: list[str] | None = Field(None, description="Scopes wanted (default: all granted).")
+    api_token: str = Field(description="An API token (qb_...).")
+    scopes: Scopes = None
 
-    @model_validator(mode="after")
-    def _one(self) -> LoginIn:
-        if (self.api_token is None) == (self.id_token is None):
-            raise ValueError("give exactly one of api_token and id_token")
-        return self
+
+class IdTokenLoginIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id_token: str = Field(description="An ID token of a configured OIDC issuer.")
+    scopes: Scopes = None
+
+
+def _login_kind(body: Any) -> str | None:
+    given = {"api_token", "id_token"} & set(body) if isinstance(body, dict) else set()
+    return given.pop() if len(given) == 1 else None
+
+
+LoginIn = Annotated[
+    Annotated[ApiTokenLoginIn, Tag("api_token")] | Annotated[IdTokenLoginIn, Tag("id_token")],
+    Discriminator(
+        _login_kind,
+        custom_error_type="one_credential",
+        custom_error_message="give exactly one of api_token and id_token",
+    ),
+]
+"""One credential: an API token or an ID token (``oneOf`` in the OpenAPI document)."""
 
 
 class RefreshIn(BaseModel):
@@ -38,10 +59,10 @@ class RefreshIn(BaseModel):
 @router.post("/token")
 def login(body: LoginIn, ctx: Context) -> dict[str, Any]:
     """Open a session: an access JWT (short-lived) and a refresh token."""
-    if body.api_token is not None:
-        return sessions.login_with_api_token(ctx, body.api_token, body.scopes)
-    assert body.id_token is not None
-    return sessions.login_with_oidc(ctx, body.id_token, body.scopes)
+    scopes: list[str] | None = None if body.scopes is None else [*body.scopes]
+    if isinstance(body, ApiTokenLoginIn):
+        return sessions.login_with_api_token(ctx, body.api_token, scopes)
+    return sessions.login_with_oidc(ctx, body.id_token, scopes)
 
 
 @router.post("/refresh")
@@ -61,10 +82,11 @@ class DevLoginIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     account: str = Field(max_length=63, description="The account (made if missing).")
-    scopes: list[str] | None = Field(None, description="Scopes wanted (default: all granted).")
+    scopes: Scopes = None
 
 
 @dev_router.post("/dev-login")
 def dev_login(body: DevLoginIn, ctx: Context) -> dict[str, Any]:
     """INSECURE, development only: a session for any account, without credentials."""
-    return sessions.login_for_development(ctx, body.account, body.scopes)
+    scopes: list[str] | None = None if body.scopes is None else [*body.scopes]
+    return sessions.login_for_development(ctx, body.account, scopes)

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from quorumbench.api.deps import Context
+from quorumbench.api.params import MAX_INT, RowId
 from quorumbench.api.schemas import BenchmarkOut, EpochOut, LeaderboardOut, LeaderboardRowOut
 from quorumbench.services import benchmarks, epochs
 from quorumbench.services import tasks as task_service
@@ -19,16 +20,26 @@ router = APIRouter(prefix="/v0", tags=["leaderboard"])
 CSV_COLUMNS = list(LeaderboardRowOut.model_fields)
 
 
-@router.get("/leaderboard", response_model=LeaderboardOut)
+@router.get(
+    "/leaderboard",
+    response_model=LeaderboardOut,
+    responses={
+        200: {
+            "description": "The board as JSON, or with ``format=csv`` one CSV row per model "
+            f"(columns {', '.join(CSV_COLUMNS)}).",
+            "content": {"text/csv": {"schema": {"type": "string"}}},
+        }
+    },
+)
 def get_leaderboard(
     ctx: Context,
     benchmark: str | None = Query(None, description="A benchmark name; omit for the aggregate."),
     sort: SortKey = "score",
     order: Literal["asc", "desc"] = "desc",
-    min_samples: int = Query(0, ge=0),
+    min_samples: int = Query(0, ge=0, le=MAX_INT),
     q: str | None = Query(None, max_length=100, description="Model name contains."),
     limit: int = Query(50, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_INT),
     format: Literal["json", "csv"] = "json",
 ) -> Any:
     """The ranking with 95% intervals and each model's rank on the whole board (``rank``,
@@ -58,11 +69,13 @@ def get_leaderboard(
 @router.get("/tasks")
 def list_tasks(
     ctx: Context,
-    status: str | None = Query(None, description="PENDING, DONE or DISPUTED."),
-    model_id: int | None = None,
+    status: Literal["PENDING", "DONE", "DISPUTED"] | None = Query(
+        None, description="Only tasks with this status."
+    ),
+    model_id: int | None = Query(None, ge=1, le=MAX_INT),
     benchmark: str | None = None,
     limit: int = Query(50, ge=1, le=500),
-    after_id: int = Query(0, ge=0),
+    after_id: int = Query(0, ge=0, le=MAX_INT),
 ) -> list[dict[str, Any]]:
     """Tasks with their status; results and outcomes once final."""
     return task_service.list_tasks(
@@ -71,7 +84,7 @@ def list_tasks(
 
 
 @router.get("/tasks/{task_id}")
-def get_task(task_id: int, ctx: Context) -> dict[str, Any]:
+def get_task(task_id: RowId, ctx: Context) -> dict[str, Any]:
     return task_service.get_task(ctx, task_id)
 
 
@@ -96,5 +109,5 @@ def current_epoch(ctx: Context) -> EpochOut:
 
 
 @router.get("/epochs/{epoch_id}", response_model=EpochOut)
-def get_epoch(epoch_id: int, ctx: Context) -> EpochOut:
+def get_epoch(epoch_id: RowId, ctx: Context) -> EpochOut:
     return _epoch_out(epochs.get_epoch(ctx, epoch_id))

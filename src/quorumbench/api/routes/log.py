@@ -7,7 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from quorumbench.api.deps import Context
+from quorumbench.api.params import MAX_INT
+from quorumbench.errors import NotFoundError
 from quorumbench.services import publiclog
+from quorumbench.services.context import ServerContext
 
 router = APIRouter(prefix="/v0/log", tags=["log"])
 
@@ -26,7 +29,7 @@ def keys(ctx: Context) -> dict[str, Any]:
 
 
 @router.get("/head")
-def head(ctx: Context, size: int | None = Query(None, ge=0)) -> dict[str, Any]:
+def head(ctx: Context, size: int | None = Query(None, ge=0, le=MAX_INT)) -> dict[str, Any]:
     """The newest signed tree head, or the one of ``size``."""
     return publiclog.latest_head(ctx) if size is None else publiclog.head_at(ctx, size)
 
@@ -34,7 +37,7 @@ def head(ctx: Context, size: int | None = Query(None, ge=0)) -> dict[str, Any]:
 @router.get("/entries")
 def entries(
     ctx: Context,
-    start: int = Query(0, ge=0),
+    start: int = Query(0, ge=0, le=MAX_INT),
     limit: int = Query(publiclog.MAX_ENTRIES_PER_PAGE, ge=1, le=publiclog.MAX_ENTRIES_PER_PAGE),
 ) -> list[dict[str, Any]]:
     """Entries from ``start`` in log order: ``index``, ``leaf_hash`` and the ``entry``."""
@@ -43,15 +46,35 @@ def entries(
 
 @router.get("/proof/inclusion")
 def inclusion(
-    ctx: Context, index: int = Query(..., ge=0), size: int = Query(..., ge=1)
+    ctx: Context,
+    index: int = Query(..., ge=0, le=MAX_INT),
+    size: int = Query(..., ge=1, le=MAX_INT),
 ) -> dict[str, Any]:
-    """The audit path of entry ``index`` in the tree of ``size`` (RFC 6962)."""
+    """The audit path of entry ``index`` in the tree of ``size`` (RFC 6962); 404 when the
+    log has no tree of that size, or the tree no such entry."""
+    if index >= size:
+        raise NotFoundError(f"leaf index {index} is out of range for a tree of {size}")
+    _tree(ctx, size)
     return {"index": index, "size": size, "proof": publiclog.inclusion(ctx, index, size)}
 
 
 @router.get("/proof/consistency")
 def consistency(
-    ctx: Context, first: int = Query(..., ge=1), second: int = Query(..., ge=1)
+    ctx: Context,
+    first: int = Query(..., ge=1, le=MAX_INT),
+    second: int = Query(..., ge=1, le=MAX_INT),
 ) -> dict[str, Any]:
-    """Proof that the tree of ``first`` entries is a prefix of the tree of ``second``."""
+    """Proof that the tree of ``first`` entries is a prefix of the tree of ``second``; 404
+    when the log has no tree of ``second`` entries, or ``first`` is the larger."""
+    if first > second:
+        raise NotFoundError(f"no proof from a tree of {first} to a smaller one of {second}")
+    _tree(ctx, second)
     return {"first": first, "second": second, "proof": publiclog.consistency(ctx, first, second)}
+
+
+def _tree(ctx: ServerContext, size: int) -> None:
+    """NotFoundError unless the log has (had) a tree of ``size`` entries: a proof names
+    trees, and the log has no tree larger than itself."""
+    current = publiclog.latest_head(ctx)["size"]
+    if size > current:
+        raise NotFoundError(f"tree size {size} is out of range: the log has {current} entries")

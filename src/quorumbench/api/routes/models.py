@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, status
 
 from quorumbench.api.deps import Context, CurrentPrincipal, Writer
+from quorumbench.api.params import MAX_INT, RowId
 from quorumbench.api.schemas import FailureOut, FailuresOut, ModelIn, ModelOut
 from quorumbench.services import failures as failure_log
 from quorumbench.services import models as registry
@@ -23,7 +24,9 @@ def register(body: ModelIn, ctx: Context, principal: Writer) -> ModelOut:
 def list_models(
     ctx: Context,
     limit: int = Query(100, ge=1, le=1000),
-    after_id: int = Query(0, ge=0, description="Keyset pagination: ids after this one."),
+    after_id: int = Query(
+        0, ge=0, le=MAX_INT, description="Keyset pagination: ids after this one."
+    ),
 ) -> list[ModelOut]:
     return [
         ModelOut.model_validate(m)
@@ -32,17 +35,17 @@ def list_models(
 
 
 @router.get("/{model_id}", response_model=ModelOut)
-def get_model(model_id: int, ctx: Context) -> ModelOut:
+def get_model(model_id: RowId, ctx: Context) -> ModelOut:
     return ModelOut.model_validate(registry.get_model(ctx, model_id))
 
 
 @router.get("/{model_id}/failures", response_model=FailuresOut)
 def model_failures(
-    model_id: int,
+    model_id: RowId,
     ctx: Context,
     principal: CurrentPrincipal,
     limit: int = Query(50, ge=1, le=200),
-    before: int | None = Query(None, ge=1, description="Reports older than this id."),
+    before: int | None = Query(None, ge=1, le=MAX_INT, description="Reports older than this id."),
 ) -> FailuresOut:
     """Why the model's tasks failed, as its runners reported it, newest first (the
     model's owner, or a request with the ``admin`` scope). No runner or account is named."""
@@ -57,7 +60,7 @@ def model_failures(
 
 
 @router.post("/{model_id}/resume", response_model=ModelOut)
-def resume(model_id: int, ctx: Context, principal: Writer) -> ModelOut:
+def resume(model_id: RowId, ctx: Context, principal: Writer) -> ModelOut:
     """Resume a paused model (its owner with ``model:register``, or ``admin``): it is
     scheduled again and its open tasks are claimable. A model not paused is unchanged."""
     resumed = failure_log.resume_model(ctx, principal, model_id)

@@ -51,7 +51,17 @@ def login(provider: Provider, request: Request, ctx: Context) -> Response:
     return response
 
 
-@router.get("/{provider}/callback", name="oauth_callback")
+@router.get(
+    "/{provider}/callback",
+    name="oauth_callback",
+    responses={
+        200: {"description": "The session (without ``QB_LOGIN_RETURN_PATH``)."},
+        303: {
+            "description": "To ``QB_LOGIN_RETURN_PATH``, the session in the URL fragment.",
+            "headers": {"Location": {"schema": {"type": "string"}, "required": True}},
+        },
+    },
+)
 def callback(
     provider: Provider,
     request: Request,
@@ -62,6 +72,7 @@ def callback(
 ) -> Response:
     """Where the provider sends the browser back: a session (JSON, or a redirect to
     ``QB_LOGIN_RETURN_PATH`` with the session in the URL fragment)."""
+    configured = oauth.provider_for(ctx, provider).redirect_uri  # 404 for an unknown one
     if not state:
         raise InvalidStateError("the callback carries no state: start the login again")
     started = request.cookies.get(STATE_COOKIE, "")
@@ -77,7 +88,6 @@ def callback(
         response = RedirectResponse(f"{return_path}#{urlencode(session)}", status_code=303)
     else:
         response = JSONResponse(session)
-    configured = oauth.provider_for(ctx, provider).redirect_uri
     callback_url = configured or str(request.url_for("oauth_callback", provider=provider))
     response.delete_cookie(STATE_COOKIE, path=_cookie_path(callback_url))
     return response

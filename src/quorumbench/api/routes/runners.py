@@ -3,22 +3,32 @@ the caller's own account (``/v0/me``: who, which scopes) and standing (``/v0/me/
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Path, Response, status
 
 from quorumbench.api.deps import Context, CurrentPrincipal, Writer
 from quorumbench.api.schemas import MeOut, RunnerKeyIn, RunnerKeyOut
 from quorumbench.services import models as registry
 from quorumbench.services import runner_keys
+from quorumbench.services.runners import NAME_PATTERN
 
 router = APIRouter(prefix="/v0", tags=["runners"])
+RunnerName = Annotated[
+    str,
+    Path(
+        pattern=NAME_PATTERN,
+        description="The runner's name within the account: 1-64 letters, digits, '_', '.', '-'.",
+    ),
+]
 
 
 @router.post(
     "/runners/{runner}/keys", status_code=status.HTTP_201_CREATED, response_model=RunnerKeyOut
 )
-def register_key(runner: str, body: RunnerKeyIn, ctx: Context, principal: Writer) -> RunnerKeyOut:
+def register_key(
+    runner: RunnerName, body: RunnerKeyIn, ctx: Context, principal: Writer
+) -> RunnerKeyOut:
     """Register this runner's Ed25519 public key (``task:submit``); older keys are revoked."""
     principal.require("task:submit")
     key = runner_keys.register_key(ctx, principal, runner, body.public_key)
@@ -26,14 +36,14 @@ def register_key(runner: str, body: RunnerKeyIn, ctx: Context, principal: Writer
 
 
 @router.get("/runners/{runner}/keys", response_model=list[RunnerKeyOut])
-def list_keys(runner: str, ctx: Context, principal: CurrentPrincipal) -> list[RunnerKeyOut]:
+def list_keys(runner: RunnerName, ctx: Context, principal: CurrentPrincipal) -> list[RunnerKeyOut]:
     """This account's runner's keys, revoked ones included (``task:submit``)."""
     principal.require("task:submit")
     return [RunnerKeyOut(**k) for k in runner_keys.runner_keys(ctx, principal, runner)]
 
 
 @router.delete("/runners/{runner}/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_key(runner: str, key_id: str, ctx: Context, principal: Writer) -> Response:
+def revoke_key(runner: RunnerName, key_id: str, ctx: Context, principal: Writer) -> Response:
     """Revoke a key (``task:submit``): results it signs are refused from now on."""
     principal.require("task:submit")
     runner_keys.revoke_key(ctx, principal, runner, key_id)
