@@ -61,10 +61,13 @@ Version = Annotated[
     ),
 ]
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256, lowercase hex.")]
+BENCHMARK_NAME_PATTERN: Final = r"^[a-z0-9][a-z0-9-]{1,62}[a-z0-9]$"
+"""A benchmark's registered name: lowercase kebab-case, 3-64 characters."""
+RUNNER_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 RunnerName = Annotated[
     str,
     Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        pattern=RUNNER_NAME_PATTERN,
         description="A runner's name within its account: 1-64 letters, digits, '_', '.', '-'.",
     ),
 ]

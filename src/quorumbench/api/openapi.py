@@ -45,7 +45,6 @@ PROBLEM_REF = "#/components/schemas/Problem"
 _LEASE = (
     E.PermissionDeniedError,  # a token without task:pull, a suspended runner
     E.RateLimitedError,  # each call counts as a write
-    E.ConfigError,  # a runner name that is not 1-64 letters, digits, '_', '.', '-'
     E.NotFoundError,  # no such runner or lease for this account
     E.LeaseExpiredError,  # the lease expired, ended or is another attempt
     E.QueueUnavailableError,  # the queue (Redis) is down
@@ -89,12 +88,13 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
     "GET /v0/models/{model_id}": (E.NotFoundError,),
     "GET /v0/models/{model_id}/failures": (E.PermissionDeniedError, E.NotFoundError),
     "POST /v0/models/{model_id}/resume": (E.PermissionDeniedError, E.NotFoundError),
-    "POST /v0/leases": _LEASE,
+    "POST /v0/leases": (*_LEASE, E.UnsupportedProtocolError),
     "POST /v0/leases/{lease_id}/heartbeat": _LEASE,
     "DELETE /v0/leases/{lease_id}": _LEASE,
     "POST /v0/leases/{lease_id}/failure": _LEASE,
     "POST /v0/leases/{lease_id}/result": (
         *_LEASE,
+        E.UnsupportedProtocolError,  # a protocol version the server no longer accepts
         E.InvalidSubmissionError,  # a result that does not match its task, a bad signature
         E.ConflictError,  # another result of this runner for the task
     ),
@@ -151,6 +151,13 @@ _HEADERS: dict[int, dict[str, Any]] = {
     429: {
         "Retry-After": {
             "description": "Seconds to wait, when waiting will help.",
+            "schema": {"type": "string"},
+        }
+    },
+    426: {
+        "Upgrade": {
+            "description": "``quorumbench-runner/<version>``: the protocol to upgrade to.",
+            "required": True,
             "schema": {"type": "string"},
         }
     },

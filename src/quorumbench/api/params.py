@@ -29,13 +29,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from quorumbench.api.problems import problem
 from quorumbench.api.routing import route_contexts, route_path
+from quorumbench.protocol import MAX_ID
 
 API_PREFIX = "/v0"
-MAX_INT = 2**31 - 1
+MAX_INT = MAX_ID
 """The largest id, count or offset a query can name: the database keeps them as 32-bit
 integers (PostgreSQL ``integer``), so nothing larger names a row, and SQLite cannot
 even compare a column with a number past 64 bits. Every integer parameter has it as
 its bound (``le``), declared in the OpenAPI document."""
+PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
+"""Free text in a query (a search): anything but control characters, which no name
+holds and PostgreSQL cannot even compare (NUL)."""
 RowId = Annotated[int, Path(ge=1, le=MAX_INT, description="An id (from 1, a 32-bit integer).")]
 """An id in a path; a number no row can have is refused (422), not looked up."""
 OPEN_ROUTES = frozenset({"oauth_callback"})

@@ -112,6 +112,12 @@ class Problem(BaseModel):
     interval: int | SkipJsonSchema[None] = _member(
         "``authorization-pending``, ``slow-down``: seconds to wait between polls."
     )
+    protocol_version: str | SkipJsonSchema[None] = _member(
+        "``unsupported-protocol``: the runner's protocol version (docs/protocol.md)."
+    )
+    accepted_versions: str | SkipJsonSchema[None] = _member(
+        "``unsupported-protocol``: the versions this server accepts, in words."
+    )
 
 
 def status_for(exc: errors.QuorumError) -> int:

@@ -15,8 +15,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from quorumbench.errors import InvalidSpecError
+from quorumbench.protocol import BENCHMARK_NAME_PATTERN
 
-_NAME = r"^[a-z0-9][a-z0-9-]{1,62}[a-z0-9]$"
+_NAME = BENCHMARK_NAME_PATTERN
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

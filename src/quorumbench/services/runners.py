@@ -11,11 +11,12 @@ from sqlalchemy.exc import IntegrityError
 
 from quorumbench.db.models import Runner
 from quorumbench.errors import ConfigError, NotFoundError, PermissionDeniedError
+from quorumbench.protocol import RUNNER_NAME_PATTERN
 from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import IdentityKey, ServerContext
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+NAME_PATTERN = RUNNER_NAME_PATTERN
 """A runner's name within its account: 1-64 letters, digits, '_', '.', '-'."""
 _NAME = re.compile(NAME_PATTERN)
 _TOUCH_EVERY = timedelta(minutes=1)

@@ -22,16 +22,16 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
-from psycopg.errors import NumericValueOutOfRange
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import events, from_schema
 from schemathesis.python.asgi import shutdown_lifespans
 from schemathesis.specs.openapi import unregister_string_format
 
 from quorumbench.api.app import create_app
-from quorumbench.services.accounts import authenticate, create_account, issue_token
+from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.models import register_model
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch
+from quorumbench.services.sessions import authenticate
 
 from .conftest import fake_metadata, hub_ref
 from .test_api import auth
@@ -72,49 +72,6 @@ MODELS = 48
 """Models of another account registered before the run, one task each: enough that the
 admin's runners still find work when the stateful phase follows a new lease's links."""
 
-LEASE_OPERATIONS = (
-    "POST /v0/leases",
-    "POST /v0/leases/{lease_id}/heartbeat",
-    "DELETE /v0/leases/{lease_id}",
-    "POST /v0/leases/{lease_id}/failure",
-    "POST /v0/leases/{lease_id}/result",
-)
-
-
-def known(operation: str, code: str, status: int, body: str) -> bool:
-    """A check failure this branch cannot fix, told by its operation, check and answer.
-
-    The lease routes take any string as the runner name (``LeaseIn.runner``, the
-    ``runner`` query parameter) and refuse most with 400 ``config-error``: their schema
-    must carry ``services.runners.NAME_PATTERN``. routes/leases.py and the lease bodies
-    of api/schemas.py belong to the wire-protocol work of issue 13; a strict xfail in
-    test_openapi_document.py says when it is fixed, and then this goes.
-    """
-    return (
-        operation in LEASE_OPERATIONS
-        and code == "ST202"  # schema-valid request refused
-        and status == 400
-        and '"/problems/config-error"' in body
-        and "runner name" in body
-    )
-
-
-def known_error(exc: BaseException) -> bool:
-    """A server error this branch cannot fix: the lease routes take a ``lease_id`` or an
-    ``attempt`` of any size, and one past the database's integers fails the request
-    (SQLite: OverflowError; PostgreSQL: integer out of range). Told by the exception
-    and the route it went through (the stateful phase names no operation). Same owner,
-    same strict xfail, same fate as :func:`known`."""
-    causes: list[BaseException] = []
-    cause: BaseException | None = exc
-    while cause is not None and cause not in causes:
-        causes.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    files = {frame.filename for c in causes for frame in traceback.extract_tb(c.__traceback__)}
-    return any(f.endswith("quorumbench/api/routes/leases.py") for f in files) and any(
-        isinstance(c, OverflowError | NumericValueOutOfRange) for c in causes
-    )
-
 
 def ed25519_public_keys() -> st.SearchStrategy[str]:
     """Usable Ed25519 public keys, hex: what the ``ed25519-public-key`` format names."""
@@ -132,7 +89,6 @@ class Found:
     errors: list[str] = field(default_factory=list)
     operations: set[str] = field(default_factory=set)
     cases: int = 0
-    known: int = 0
 
     def add(self, text: str) -> None:
         self.failures.append(text)
@@ -150,10 +106,7 @@ def run(app: Any, headers: dict[str, str]) -> Found:
         if isinstance(event, events.ScenarioFinished):
             _record(found, event)
         elif isinstance(event, events.NonFatalError):  # the app raised: a 500, with a traceback
-            if known_error(event.value):
-                found.known += 1
-            else:
-                found.errors.append(f"{event.label}: {_traceback(event.value)}")
+            found.errors.append(f"{event.label}: {_traceback(event.value)}")
         elif isinstance(event, events.FatalError):
             found.errors.append(f"schemathesis stopped: {_traceback(event.exception)}")
         elif isinstance(event, events.EngineFinished):
@@ -180,9 +133,6 @@ def _record(found: Found, event: events.ScenarioFinished) -> None:
             operation = recorder.cases[case_id].value.operation.label
             response = recorder.find_response(case_id=case_id)
             status, body = (response.status_code, response.text) if response else (0, "")
-            if known(operation, failure.code, status, body):
-                found.known += 1
-                continue
             found.add(
                 f"{operation} [{event.phase.value}] {failure.code} {failure.title}: "
                 f"{failure.message}\n    {info.code_sample}\n    -> {status} {body[:300]}"

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from quorumbench.api.deps import Context
-from quorumbench.api.params import MAX_INT, RowId
+from quorumbench.api.params import MAX_INT, PLAIN_TEXT, RowId
 from quorumbench.api.schemas import BenchmarkOut, EpochOut, LeaderboardOut, LeaderboardRowOut
+from quorumbench.protocol import BENCHMARK_NAME_PATTERN, TaskStatus
 from quorumbench.services import benchmarks, epochs
 from quorumbench.services import tasks as task_service
 from quorumbench.services.leaderboard import SortKey, leaderboard
@@ -33,11 +34,17 @@ CSV_COLUMNS = list(LeaderboardRowOut.model_fields)
 )
 def get_leaderboard(
     ctx: Context,
-    benchmark: str | None = Query(None, description="A benchmark name; omit for the aggregate."),
+    benchmark: str | None = Query(
+        None,
+        pattern=BENCHMARK_NAME_PATTERN,
+        description="A benchmark name; omit for the aggregate.",
+    ),
     sort: SortKey = "score",
     order: Literal["asc", "desc"] = "desc",
     min_samples: int = Query(0, ge=0, le=MAX_INT),
-    q: str | None = Query(None, max_length=100, description="Model name contains."),
+    q: str | None = Query(
+        None, max_length=100, pattern=PLAIN_TEXT, description="Model name contains."
+    ),
     limit: int = Query(50, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=MAX_INT),
     format: Literal["json", "csv"] = "json",
@@ -69,11 +76,9 @@ def get_leaderboard(
 @router.get("/tasks")
 def list_tasks(
     ctx: Context,
-    status: Literal["PENDING", "DONE", "DISPUTED"] | None = Query(
-        None, description="Only tasks with this status."
-    ),
+    status: Annotated[TaskStatus | None, Query(description="Only tasks with this status.")] = None,
     model_id: int | None = Query(None, ge=1, le=MAX_INT),
-    benchmark: str | None = None,
+    benchmark: str | None = Query(None, pattern=BENCHMARK_NAME_PATTERN),
     limit: int = Query(50, ge=1, le=500),
     after_id: int = Query(0, ge=0, le=MAX_INT),
 ) -> list[dict[str, Any]]:

@@ -12,13 +12,13 @@ import logging
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 
 from quorumbench.api.deps import BearerToken, Context, offload
+from quorumbench.api.params import RowId
 from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.logs import event
 from quorumbench.protocol import (
-    MAX_ID,
     Attempt,
     FailureReport,
     Heartbeat,
@@ -53,11 +53,20 @@ def _writer(ctx: ServerContext, token: str | None, *scopes: str) -> Principal:
 
 
 def _claimant(
-    ctx: ServerContext, token: str | None, scope: str, runner: str, *, pulling: bool = False
+    ctx: ServerContext,
+    token: str | None,
+    scope: str,
+    runner: str,
+    *,
+    pulling: bool = False,
+    protocol_version: str | None = None,
 ) -> Claimant:
     # A suspended runner may not pull, but may heartbeat, release and submit what it
-    # holds: its results are kept for the record and not counted.
+    # holds: its results are kept for the record and not counted. A protocol version is
+    # checked once the caller is known, before anything is made for it.
     principal = _writer(ctx, token, scope)
+    if protocol_version is not None:
+        check_version(protocol_version)
     return runner_for(ctx, principal, runner, allow_suspended=not pulling, create=pulling)
 
 
@@ -85,7 +94,6 @@ def _lease_out(claim: Claim) -> LeaseGrant:
     )
 
 
-LeaseId = Annotated[int, Path(ge=1, le=MAX_ID, description="The lease's id.")]
 RunnerQuery = Annotated[RunnerName, Query(description="The runner's name within the account.")]
 
 
@@ -105,10 +113,16 @@ async def pull(
     A runner whose ``protocol_version`` this server does not accept gets 426 and the
     versions it accepts.
     """
-    check_version(body.protocol_version)
 
     def work() -> Claim | None:
-        claimant = _claimant(ctx, token, "task:pull", body.runner, pulling=True)
+        claimant = _claimant(
+            ctx,
+            token,
+            "task:pull",
+            body.runner,
+            pulling=True,
+            protocol_version=body.protocol_version,
+        )
         claim = leases.pull(ctx, claimant, body.pull_key)
         _granted(claimant, claim)
         return claim
@@ -121,7 +135,7 @@ async def pull(
 
 @router.post("/{lease_id}/heartbeat", response_model=HeartbeatAck)
 async def heartbeat(
-    lease_id: LeaseId,
+    lease_id: RowId,
     body: Heartbeat,
     ctx: Context,
     token: BearerToken,
@@ -139,7 +153,7 @@ async def heartbeat(
 
 @router.delete("/{lease_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def release(
-    lease_id: LeaseId,
+    lease_id: RowId,
     ctx: Context,
     token: BearerToken,
     request: Request,
@@ -159,7 +173,7 @@ async def release(
 
 @router.post("/{lease_id}/failure", status_code=status.HTTP_204_NO_CONTENT)
 async def fail(
-    lease_id: LeaseId,
+    lease_id: RowId,
     body: FailureReport,
     ctx: Context,
     token: BearerToken,
@@ -182,7 +196,7 @@ async def fail(
 
 @router.post("/{lease_id}/result", response_model=Receipt)
 async def submit(
-    lease_id: LeaseId,
+    lease_id: RowId,
     body: Submission,
     ctx: Context,
     token: BearerToken,
@@ -197,11 +211,11 @@ async def submit(
     to do or the queue could not be reached. The submission stands either way; on a
     null ``next`` pull as usual, with the same key.
     """
-    check_version(body.protocol_version)
 
     def work() -> Receipt:
         pulls = () if body.next_pull_key is None else ("task:pull",)
         principal = _writer(ctx, token, "task:submit", *pulls)  # before anything is stored
+        check_version(body.protocol_version)
         claimant = runner_for(ctx, principal, runner, allow_suspended=True, create=False)
         outcome = submit_result(ctx, claimant, lease_id, body.attempt, body.result, body.signature)
         event(
