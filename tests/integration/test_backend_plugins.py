@@ -87,7 +87,12 @@ class Site:
     modules: list[str]
 
     def install(
-        self, dist: str, modules: dict[str, str], entry_points: dict[str, str], version="1.0"
+        self,
+        dist: str,
+        modules: dict[str, str],
+        entry_points: dict[str, str],
+        version="1.0",
+        group="quorumbench.backends",
     ) -> None:
         for name, source in modules.items():
             (self.path / f"{name}.py").write_text(dedent(source))
@@ -96,7 +101,7 @@ class Site:
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
         lines = [f"{name} = {target}" for name, target in entry_points.items()]
-        (info / "entry_points.txt").write_text("[quorumbench.backends]\n" + "\n".join(lines) + "\n")
+        (info / "entry_points.txt").write_text(f"[{group}]\n" + "\n".join(lines) + "\n")
         importlib.invalidate_caches()
 
 
@@ -271,3 +276,24 @@ def test_a_sandboxed_runner_refuses_a_plugin_that_runs_model_code_here(parrot):
     assert remote.info.backend == "parrot"
     unsandboxed = TaskEvaluator().backend(f"parrot:1@{SHA}")
     assert unsandboxed.info.ref == f"parrot:1@{SHA}"
+
+
+def test_benchmark_plugins_are_read_once_per_process_and_again_on_rebuild(plugin_site):
+    from quorumbench import benchmarks
+
+    benchmarks.rebuild_registry()
+    first = benchmarks.registry()
+    assert first is benchmarks.registry(), "one registry per process, not one per lookup"
+    assert "arith" in first  # its entry points are read now, on first use
+    plugin_site.install(
+        "qb-sums",
+        {"qb_sums": "from quorumbench.benchmarks.arith import ArithBenchmark as SUMS\n"},
+        {"sums": "qb_sums:SUMS"},
+        group="quorumbench.benchmarks",
+    )
+    assert "sums" not in benchmarks.registry(), "entry points are not read on every lookup"
+    rebuilt = benchmarks.rebuild_registry()
+    assert rebuilt is benchmarks.registry() and "sums" in rebuilt
+    loaded = benchmarks.load_benchmark("sums", BenchmarkContext())
+    assert isinstance(loaded, ArithBenchmark)
+    benchmarks.rebuild_registry()

@@ -6,6 +6,7 @@ a ``.yaml``/``.yml``/``.json`` file is loaded as a custom benchmark spec instead
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,9 +31,30 @@ def _not_found(name: str, known: list[str]) -> Exception:
     )
 
 
+class _Current:
+    """The process's registry, made on first use (a lock: one even under threads)."""
+
+    lock = threading.Lock()
+    registry: Registry[BenchmarkFactory] | None = None
+
+
 def registry() -> Registry[BenchmarkFactory]:
-    """A fresh registry of the built-in and plugin benchmarks."""
+    """This process's benchmark registry: built-ins and plugins, read once and kept."""
+    with _Current.lock:
+        if _Current.registry is None:
+            _Current.registry = _new_registry()
+        return _Current.registry
+
+
+def _new_registry() -> Registry[BenchmarkFactory]:
     return Registry("benchmark", _BUILTINS, "quorumbench.benchmarks", _not_found)
+
+
+def rebuild_registry() -> Registry[BenchmarkFactory]:
+    """A new registry for this process, reading the entry points again; returned."""
+    with _Current.lock:
+        _Current.registry = _new_registry()
+        return _Current.registry
 
 
 def load_benchmark(
