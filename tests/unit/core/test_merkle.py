@@ -192,3 +192,47 @@ def test_out_of_range_proof_requests_are_refused() -> None:
         consistency_proof(leaves, 0)
     with pytest.raises(ProofError, match="out of range"):
         consistency_proof(leaves, 4)
+
+
+@pytest.mark.parametrize("new", [1, 2, 5, 8])
+def test_the_empty_tree_is_a_prefix_of_every_tree_with_an_empty_proof(new: int) -> None:
+    verify_consistency(0, EMPTY_ROOT, new, bytes.fromhex(ROOTS[new]), [])
+
+
+@pytest.mark.parametrize(
+    ("old", "old_root", "new", "proof", "expected"),
+    [
+        pytest.param(
+            4,
+            ROOTS[4],
+            4,
+            ["l0"],
+            "a proof between equal sizes must be empty",
+            id="a proof between equal sizes",
+        ),
+        pytest.param(
+            0,
+            ROOTS[0],
+            5,
+            ["l0"],
+            "a proof from the empty tree must be empty",
+            id="a proof from the empty tree",
+        ),
+        pytest.param(
+            0,
+            ROOTS[1],
+            5,
+            [],
+            "the empty tree has another root",
+            id="an empty tree with another root",
+        ),
+    ],
+)
+def test_a_consistency_proof_where_none_is_needed_must_be_empty_and_roots_match(
+    old: int, old_root: str, new: int, proof: list[str], expected: str
+) -> None:
+    with pytest.raises(ProofError) as raised:
+        verify_consistency(
+            old, bytes.fromhex(old_root), new, bytes.fromhex(ROOTS[new]), hexes(proof)
+        )
+    assert str(raised.value) == expected

@@ -9,8 +9,10 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from quorumbench.core.canonical import sha256_hex
-from quorumbench.core.merkle import root
+from quorumbench.core.merkle import consistency_proof, root
 from quorumbench.core.publiclog import (
+    check_canaries,
+    check_consistency_proof,
     check_key_chain,
     check_log,
     entry_leaf,
@@ -239,6 +241,28 @@ def test_an_impossible_logged_tolerance_is_reported(tolerance, epsilon):
     assert "impossible tolerance" in problem.what
 
 
+def test_entries_without_a_canary_are_not_checked_for_one(log) -> None:
+    # a plain entry has no canary key (and no "agreeing" list to check one against)
+    wrong = dict(_canary_entry(0.5, False, False), index=len(log))
+    found = [str(p) for p in check_canaries([*rows(log), wrong])]
+    assert found == [f"entry {len(log)}, canary result 4: logged passed=False, recomputed not"]
+
+
+@pytest.mark.parametrize(
+    "agreeing",
+    [
+        pytest.param([], id="a disputed task agrees on nothing"),
+        pytest.param([7, 8], id="its agreeing ids are not among its results"),
+    ],
+)
+def test_a_canary_on_a_task_without_agreeing_results_is_reported(agreeing) -> None:
+    logged = _canary_entry(0.5, True, False)
+    logged["entry"]["consensus"]["agreeing"] = agreeing
+    assert [str(p) for p in check_canaries([logged])] == [
+        "entry 0, canary result 4: its task has no agreeing results"
+    ]
+
+
 # --- key rotations ------------------------------------------------------------------
 
 
@@ -368,3 +392,73 @@ def test_check_log_refuses_a_head_signed_by_a_key_that_does_not_sign_its_size(lo
         f"tree head size {len(log)}: signed by a key that does not sign it"
     ]
     assert check_log(rows(log), head(log), verify_sig, key_at=lambda size: KEY_ID) == []
+
+
+# --- consistency proofs between tree heads --------------------------------------------
+
+
+def _flip(hex_hash: str) -> str:
+    return f"{int(hex_hash[0], 16) ^ 1:x}{hex_hash[1:]}"
+
+
+def _served_proof(log: list[dict], old_size: int) -> list[str]:
+    return [node.hex() for node in consistency_proof([entry_leaf(e) for e in log], old_size)]
+
+
+def test_an_honest_consistency_proof_between_two_heads_holds(log) -> None:
+    assert check_consistency_proof(head(log, 3), head(log), _served_proof(log, 3)) is None
+
+
+@pytest.mark.parametrize(
+    ("doctor", "expected"),
+    [
+        pytest.param(
+            lambda o, n, p: (o, n, [_flip(p[0]), *p[1:]]),
+            "consistency proof does not lead to the old root",
+            id="a flipped first node",
+        ),
+        pytest.param(
+            lambda o, n, p: (o, n, [*p[:-1], _flip(p[-1])]),
+            "consistency proof does not lead to the new root",
+            id="a flipped last node",
+        ),
+        pytest.param(
+            lambda o, n, p: (dict(o, root=_flip(o["root"])), n, p),
+            "consistency proof does not lead to the old root",
+            id="an old head from another history",
+        ),
+        pytest.param(
+            lambda o, n, p: (o, n, p[:-1]),
+            "consistency proof is shorter than needed",
+            id="a truncated proof",
+        ),
+        pytest.param(
+            lambda o, n, p: (o, n, [*p, p[-1]]),
+            "consistency proof is longer than needed",
+            id="a padded proof",
+        ),
+        pytest.param(lambda o, n, p: (o, n, []), "consistency proof is empty", id="no proof"),
+        pytest.param(
+            lambda o, n, p: (n, o, p), "sizes 7 -> 3: a log never shrinks", id="heads swapped"
+        ),
+        pytest.param(
+            lambda o, n, p: (o, n, [p[0][:-2], *p[1:]]),
+            "proof node is 31 bytes, not 32",
+            id="a short node",
+        ),
+        pytest.param(
+            lambda o, n, p: (o, n, ["zz" * 32, *p[1:]]),
+            "non-hexadecimal number found in fromhex() arg at position 0",
+            id="a node that is not hex",
+        ),
+        pytest.param(
+            lambda o, n, p: (o, dict(n, root="g"), p),
+            "non-hexadecimal number found in fromhex() arg at position 0",
+            id="a root that is not hex",
+        ),
+    ],
+)
+def test_a_doctored_consistency_proof_or_head_is_reported(log, doctor, expected) -> None:
+    old, new, served = doctor(head(log, 3), head(log), _served_proof(log, 3))
+    problem = check_consistency_proof(old, new, served)
+    assert str(problem) == f"tree heads {old['size']} -> {new['size']}: not consistent: {expected}"

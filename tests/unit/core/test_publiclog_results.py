@@ -13,6 +13,7 @@ from quorumbench.core.canonical import predictions_digest, sha256_hex
 from quorumbench.core.publiclog import (
     PAYLOAD_FIELDS,
     PREDICTION_FIELDS,
+    Problem,
     check_result_predictions,
     check_result_signatures,
 )
@@ -150,3 +151,68 @@ def test_a_malformed_predictions_record_is_reported(entries, change, expected):
     change(doctored[1]["entry"]["results"][0])
     problems, _ = check_result_predictions(doctored)
     assert [str(p) for p in problems] == [f"entry 1, result 3: {expected}"]
+
+
+def test_results_logged_without_a_signature_are_counted_not_reported(entries):
+    doctored = copy.deepcopy(entries)
+    for row, position in ((0, 0), (1, 1)):
+        doctored[row]["entry"]["results"][position]["signature"] = None  # as the server logs it
+    assert check_result_signatures(doctored, holds) == ([], 2)
+
+
+OTHER_RUNNER = Ed25519PrivateKey.generate().public_key().public_bytes_raw()
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            lambda r: r["signature"].update(key_id="ab" * 32),
+            "key id is not the hash of the public key",
+            id="a key id that is not the hash of its key",
+        ),
+        pytest.param(
+            lambda r: r.update(score=1.5),
+            "its fields are not a result: score: Input should be less than or equal to 1",
+            id="a score out of range",
+        ),
+        pytest.param(
+            lambda r: r.update(hardware={"gpu": "H100"}),
+            "its fields are not a result: hardware.gpu: Extra inputs are not permitted",
+            id="a field the protocol does not have",
+        ),
+        pytest.param(
+            lambda r: r["signature"].update(value="00" * 64),
+            "the runner's signature does not verify",
+            id="a zeroed signature",
+        ),
+        pytest.param(
+            lambda r: r["signature"].update(
+                public_key=OTHER_RUNNER.hex(), key_id=sha256_hex(OTHER_RUNNER)
+            ),
+            "the runner's signature does not verify",
+            id="another runner's key",
+        ),
+        pytest.param(
+            lambda r: r["signature"].update(signed_at="2026-12-09T10:00:00+00:00"),
+            "the runner's signature does not verify",
+            id="a signing time changed",
+        ),
+        pytest.param(
+            lambda r: r.update(lease_id=r["lease_id"] + 1),
+            "the runner's signature does not verify",
+            id="another lease",
+        ),
+        pytest.param(
+            lambda r: r.update(attempt=2),
+            "the runner's signature does not verify",
+            id="another attempt",
+        ),
+    ],
+)
+def test_a_doctored_signed_result_is_reported_and_the_others_still_verify(
+    entries, change, expected
+):
+    doctored = copy.deepcopy(entries)
+    change(doctored[1]["entry"]["results"][0])
+    assert check_result_signatures(doctored, holds) == ([Problem("entry 1, result 3", expected)], 0)

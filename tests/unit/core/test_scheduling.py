@@ -40,6 +40,7 @@ from quorumbench.core.scheduling import (  # noqa: E402
     Ranked,
     depth_tiers,
     task_depth,
+    tier_at,
 )
 
 
@@ -133,3 +134,14 @@ def test_a_top_tier_pair_keeps_its_turn_by_deep_tasks_worth_of_samples():
 def test_budgets_must_be_sane():
     with pytest.raises(ValueError):
         plan_epoch([], Budget(1, -1))
+
+
+@pytest.mark.parametrize(
+    ("top_k", "n_tiers"),
+    [pytest.param(-1, 3, id="a negative top k"), pytest.param(1, 0, id="no tiers")],
+)
+def test_a_single_rows_tier_needs_a_sane_top_k_and_tier_count(top_k, n_tiers):
+    row = ranked(1, 0.5)
+    with pytest.raises(ValueError) as raised:
+        tier_at(0, row, [ranked(2, 0.5)], None, top_k, n_tiers)
+    assert str(raised.value) == "top_k must be non-negative and n_tiers positive"
