@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 
 from quorumbench.services import web_sessions
 from quorumbench.services.accounts import revoke_own_token
 from quorumbench.services.ratelimit import count_write
 from quorumbench.services.views.account import account_view
-from quorumbench.web.routes import page_html
+from quorumbench.web.routes import html_page, page_html
 from quorumbench.web.session import (
     PostedForm,
     context,
@@ -59,7 +59,7 @@ def account_page(request: Request, revoked: Annotated[int | None, Query(ge=1)] =
         revoked=next((t for t in view.tokens if t.id == revoked and t.revoked_at), None),
         active="account",
     )
-    return HTMLResponse(html, headers=PRIVATE)
+    return html_page(html, headers=PRIVATE)
 
 
 @router.post("/account/tokens")
@@ -96,7 +96,7 @@ def created_token_page(request: Request, form: Annotated[str, Query(max_length=6
         signed_in=found.session,
         active="account",
     )
-    return HTMLResponse(html, headers=PRIVATE)
+    return html_page(html, headers=PRIVATE)
 
 
 @router.post("/account/tokens/{token_id}/revoke")

@@ -60,6 +60,16 @@ def page_html(request: Request, template: str, **context: Any) -> str:
     return render(template, LINKS, viewer=viewer(request), **context)
 
 
+def html_page(
+    html: str, status_code: int = 200, headers: dict[str, str] | None = None
+) -> HTMLResponse:
+    """A page's answer. Its header names who is signed in, so it varies with the cookie
+    (``Vary: Cookie``: a shared cache never gives one person's page to another)."""
+    return HTMLResponse(
+        html, status_code=status_code, headers={"Vary": "Cookie", **(headers or {})}
+    )
+
+
 ERROR_TITLES = {401: "Sign in first", 403: "Not allowed", 404: "Not found"}
 
 
@@ -82,7 +92,7 @@ def error_page(status: int, detail: str, request: Request | None = None) -> HTML
         viewer=signed_in,
         active=None,
     )
-    return HTMLResponse(html, status_code=status)
+    return html_page(html, status_code=status)
 
 
 def _page(request: Request, build: Callable[[], Response]) -> Response:
@@ -195,7 +205,7 @@ def leaderboard_page(
         if fragment:
             rows = render("_board_rows.html", LINKS, page=shown)
             return JSONResponse({"html": rows, "count": _count_text(shown)})
-        return HTMLResponse(
+        return html_page(
             page_html(
                 request,
                 "leaderboard.html",
@@ -222,7 +232,7 @@ def model_page(request: Request, model_id: int, format: Format = "html") -> Resp
         if format == "csv":
             rows = data.model_csv_rows(view)
             return _csv(data.to_csv(data.MODEL_CSV_COLUMNS, rows), f"model-{model_id}")
-        return HTMLResponse(
+        return html_page(
             page_html(
                 request, "model.html", m=view, data_path=f"/models/{model_id}", active="board"
             )
@@ -258,7 +268,7 @@ def compare_page(
             return JSONResponse({"rows": data.compare_rows(view)})
         if view is not None and format == "csv":
             return _csv(data.to_csv(data.COMPARE_CSV_COLUMNS, data.compare_rows(view)), "compare")
-        return HTMLResponse(
+        return html_page(
             page_html(
                 request,
                 "compare.html",
@@ -301,7 +311,7 @@ def tasks_page(
         chosen = (("status", status), ("before", before), ("limit", limit if limit != 50 else None))
         params: dict[str, Any] = {k: v for k, v in chosen if v}
         query = f"?{urlencode(params)}" if params else ""
-        return HTMLResponse(
+        return html_page(
             page_html(
                 request,
                 "tasks.html",
@@ -327,7 +337,7 @@ def task_page(request: Request, task_id: int, format: Format = "html") -> Respon
         if format == "csv":
             rows = data.sample_rows(detail)
             return _csv(data.to_csv(list(rows[0]) if rows else ["sample"], rows), f"task-{task_id}")
-        return HTMLResponse(
+        return html_page(
             page_html(
                 request,
                 "task.html",
@@ -371,7 +381,7 @@ def runners_page(
             query = urlencode({**state, **({"page": n} if n > 1 else {})})
             return "/runners" + (f"?{query}" if query else "")
 
-        return HTMLResponse(
+        return html_page(
             page_html(
                 request,
                 "runners.html",
@@ -393,7 +403,7 @@ def runners_page(
 @router.get("/methodology")
 def methodology_page(request: Request) -> Response:
     settings = _ctx(request).settings
-    return HTMLResponse(
+    return html_page(
         page_html(request, "methodology.html", settings=settings, active="methodology")
     )
 
@@ -402,6 +412,6 @@ def methodology_page(request: Request) -> Response:
 def submit_page(request: Request) -> Response:
     settings = _ctx(request).settings
     server_url = str(request.base_url).rstrip("/")
-    return HTMLResponse(
+    return html_page(
         page_html(request, "submit.html", settings=settings, server_url=server_url, active="submit")
     )

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from quorumbench.errors import NotFoundError
 from quorumbench.services import oauth, web_sessions
-from quorumbench.web.routes import page_html
+from quorumbench.web.routes import html_page, page_html
 from quorumbench.web.session import (
     PostedForm,
     check_signin_token,
@@ -69,7 +69,7 @@ def signin_response(
         **signin_choices(request, token),
         **extra,
     )
-    response = HTMLResponse(html, status_code=status, headers=PRIVATE)
+    response = html_page(html, status_code=status, headers=PRIVATE)
     keep_signin_token(response, request, token)
     if found.ended is not None:
         clear_session_cookie(response, request)

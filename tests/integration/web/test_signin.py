@@ -171,7 +171,9 @@ def test_the_header_names_who_is_signed_in_on_every_page(site):
     pages = ["/", "/runners", "/tasks", "/methodology", "/submit", "/signin", "/nope"]
     with site.browser() as browser:
         for path in pages:
-            session = header_session(browser.get(path).text)
+            page = browser.get(path)
+            assert page.headers["vary"] == "Cookie", path  # no shared cache mixes people
+            session = header_session(page.text)
             assert session.startswith('<a href="/signin"') and session.endswith(">Sign in</a>")
         browser.dev_signin("alice")
         for path in pages:
