@@ -199,6 +199,7 @@ def test_the_account_page_fits_a_phone(browser, server):
         page = context.new_page()
         sign_in(page, server, "alice")
         # the page itself does not scroll sideways; wide tables do, inside their frames
+        # (a table's visually hidden button text included: .table-wrap contains it)
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         shot(page, "account-phone")
     finally:

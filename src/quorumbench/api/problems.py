@@ -26,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -187,7 +188,7 @@ def _title(code: str) -> str:
 async def quorum_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.QuorumError)
     if _browser(request) and (_page_for_people(request) or _marked_as_page(request)):
-        return web.error_page(status_for(exc), exc.message, request)
+        return await run_in_threadpool(web.error_page, status_for(exc), exc.message, request)
     extra: dict[str, Any] = {}
     if isinstance(exc, errors.DuplicateModelError):
         extra["existing_model_id"] = exc.existing_id
@@ -209,7 +210,8 @@ async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own HTTP errors (no such route, method not allowed, body too large)."""
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404 and _browser_outside_api(request):
-        return web.error_page(404, f"There is no page at {request.url.path}.", request)
+        detail = f"There is no page at {request.url.path}."
+        return await run_in_threadpool(web.error_page, 404, detail, request)
     code = {404: "not-found", 405: "method-not-allowed", 413: "body-too-large"}.get(
         exc.status_code, "http-error"
     )
@@ -227,7 +229,7 @@ async def validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     if _page_for_people(request):
         detail = "; ".join(plain_error(e) for e in exc.errors())
-        return web.error_page(400, detail or "invalid request", request)
+        return await run_in_threadpool(web.error_page, 400, detail or "invalid request", request)
     details = [
         {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
         for e in exc.errors()

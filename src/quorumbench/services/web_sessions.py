@@ -34,11 +34,17 @@ from typing import Literal, NamedTuple
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import delete, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from quorumbench.db.models import Account, ApiToken, WebFormUse, WebSession
-from quorumbench.errors import ConfigError, ConflictError, CsrfError, NotFoundError
+from quorumbench.errors import (
+    ConfigError,
+    ConflictError,
+    CsrfError,
+    DatabaseUnavailableError,
+    NotFoundError,
+)
 from quorumbench.services.accounts import (
     DEFAULT_SCOPES,
     Principal,
@@ -186,12 +192,15 @@ def find_session(ctx: ServerContext, cookie: str | None) -> Lookup:
         return Lookup(None, None)
     if len(cookie) > _COOKIE_MAX:
         return Lookup(None, Ended("unknown", None))
-    with ctx.db.read() as session:
-        row = session.execute(
-            select(WebSession, Account)
-            .join(Account, Account.id == WebSession.account_id)
-            .where(WebSession.token_hash == token_hash(cookie))
-        ).first()
+    try:
+        with ctx.db.read() as session:
+            row = session.execute(
+                select(WebSession, Account)
+                .join(Account, Account.id == WebSession.account_id)
+                .where(WebSession.token_hash == token_hash(cookie))
+            ).first()
+    except SQLAlchemyError as exc:  # every page asks: say what failed, in one line
+        raise DatabaseUnavailableError(f"cannot read the browser's session: {exc}") from exc
     if row is None:
         return Lookup(None, Ended("unknown", None))
     record, account = row
