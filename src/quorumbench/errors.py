@@ -34,6 +34,7 @@ QuorumError
 ├── AuthenticationError         no valid API token
 ├── PermissionDeniedError       the token lacks a scope, or the account may not act
 │   ├── LoginDeniedError        the person declined the login at the provider
+│   ├── CsrfError               a site form without its session's CSRF token (or a forged one)
 │   └── QuotaNotEarnedError     registering needs more accepted evaluations ("earn your submit")
 ├── InvalidStateError           an OAuth callback whose state is unknown, spent or expired
 ├── AuthorizationPendingError   a device login not approved yet; poll again later
@@ -197,6 +198,13 @@ class PermissionDeniedError(QuorumError):
 
 class LoginDeniedError(PermissionDeniedError):
     code = "access-denied"
+
+
+class CsrfError(PermissionDeniedError):
+    """A state-changing form of the site posted without the CSRF token of the session
+    it was posted in, or with another one (a forged cross-site request, an old page)."""
+
+    code = "csrf-refused"
 
 
 class QuotaNotEarnedError(PermissionDeniedError):

@@ -432,6 +432,8 @@ def test_every_page_passes_the_axe_accessibility_checks(browser, server, seed, s
         "/methodology",
         "/submit",
         "/models/99999",
+        "/signin",  # signed out, no way to sign in configured (tests/e2e/test_account.py
+        "/account",  # checks them signed in, with the development sign-in on)
     ]
     context = browser.new_context(color_scheme=scheme)
     found = {}

@@ -29,7 +29,7 @@ from quorumbench.services.health import health as service_health
 from quorumbench.services.scheduler import tick
 from quorumbench.services.wiring import build_context, check_serving
 from quorumbench.settings import ServerSettings
-from quorumbench.web import routes as web
+from quorumbench.web import pages
 
 log = logging.getLogger("quorumbench.scheduler")
 
@@ -139,7 +139,8 @@ def create_app(
         app.include_router(router)
     if settings.insecure_dev_login:
         app.include_router(auth.dev_router)
-    app.include_router(web.router)
+    for page_router in pages.ROUTERS:
+        app.include_router(page_router)
 
     @app.get("/v0/health/live", tags=["meta"])
     def live() -> dict[str, str]:

@@ -5,10 +5,14 @@ Every QuorumError becomes ``application/problem+json`` with ``type``
 validation errors too (with an ``errors`` list); anything else becomes a generic 500
 that carries the request id while the traceback goes to the log only.
 
-The web pages are for people, so two errors that reach a page get ``error.html``
+The web pages are for people, so three errors that reach a page get ``error.html``
 instead: a query or path value the page's validation rejects (400, naming the
 parameter and what it allows) unless the request asked for ``format=json`` or
-``format=csv``, and an unknown path outside the API that a browser asked for (404).
+``format=csv``; an unknown path outside the API that a browser asked for (404); and a
+QuorumError a page raises (a form refused: not signed in, a forged CSRF token, a
+token that is not the account's) when a browser asked for it (its ``Accept`` has
+``text/html``), with the status of :data:`STATUS`, as is the end of a login the site
+started (which the callback marks with :func:`show_errors_as_page`).
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from quorumbench import errors, protocol
 from quorumbench.api.routing import allowed_methods, route_path
 from quorumbench.logs import event
+from quorumbench.web import pages
 from quorumbench.web import routes as web
 
 log = logging.getLogger("quorumbench.api")
@@ -179,8 +185,10 @@ def _title(code: str) -> str:
     return code.replace("-", " ").capitalize()
 
 
-async def quorum_error(request: Request, exc: Exception) -> JSONResponse:
+async def quorum_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.QuorumError)
+    if _browser(request) and (_page_for_people(request) or _marked_as_page(request)):
+        return await run_in_threadpool(web.error_page, status_for(exc), exc.message, request)
     extra: dict[str, Any] = {}
     if isinstance(exc, errors.DuplicateModelError):
         extra["existing_model_id"] = exc.existing_id
@@ -202,7 +210,8 @@ async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own HTTP errors (no such route, method not allowed, body too large)."""
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404 and _browser_outside_api(request):
-        return web.error_page(404, f"There is no page at {request.url.path}.")
+        detail = f"There is no page at {request.url.path}."
+        return await run_in_threadpool(web.error_page, 404, detail, request)
     code = {404: "not-found", 405: "method-not-allowed", 413: "body-too-large"}.get(
         exc.status_code, "http-error"
     )
@@ -220,7 +229,7 @@ async def validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     if _page_for_people(request):
         detail = "; ".join(plain_error(e) for e in exc.errors())
-        return web.error_page(400, detail or "invalid request")
+        return await run_in_threadpool(web.error_page, 400, detail or "invalid request", request)
     details = [
         {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
         for e in exc.errors()
@@ -271,15 +280,29 @@ def _page_for_people(request: Request) -> bool:
     """The request matched a web page and did not ask for a machine format."""
     route = request.scope.get("route")
     endpoint = getattr(route, "endpoint", None)
-    pages = {getattr(r, "endpoint", None) for r in web.router.routes}
-    return endpoint is not None and endpoint in pages and not _machine_format(request)
+    return (
+        endpoint is not None and endpoint in pages.page_endpoints() and not _machine_format(request)
+    )
+
+
+def show_errors_as_page(request: Request) -> None:
+    """Answer this request's QuorumErrors with the error page when a browser asked (for
+    an API route that a person's browser reaches: the end of a login the site started)."""
+    request.state.errors_as_page = True
+
+
+def _marked_as_page(request: Request) -> bool:
+    return bool(getattr(request.state, "errors_as_page", False))
+
+
+def _browser(request: Request) -> bool:
+    return "text/html" in request.headers.get("accept", "")
 
 
 def _browser_outside_api(request: Request) -> bool:
     path = request.url.path
     outside = not any(path == p or path.startswith(f"{p}/") for p in NOT_PAGES)
-    browser = "text/html" in request.headers.get("accept", "")
-    return outside and browser and not _machine_format(request)
+    return outside and _browser(request) and not _machine_format(request)
 
 
 def _machine_format(request: Request) -> bool:

@@ -472,3 +472,48 @@ class OAuthLogin(Base):
     created_at: Mapped[datetime]
     expires_at: Mapped[datetime] = mapped_column(index=True)
     used_at: Mapped[datetime | None]
+
+
+class WebSession(Base):
+    """A browser signed in on the site (services/web_sessions.py).
+
+    The browser holds only an opaque random id in an HttpOnly cookie; this row keeps
+    its SHA-256, the account, the scopes the site may use for it and the session's
+    CSRF token (the synchronizer token every state-changing form carries). Signing
+    out sets ``revoked_at``; an expired or revoked session is signed out.
+    """
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[str] = mapped_column(String(256))
+    via: Mapped[str] = mapped_column(String(300))
+    """How the browser signed in: ``oauth:<provider>`` or ``insecure-dev-login``."""
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
+class WebFormUse(Base):
+    """A state-changing form of the site, posted once (its one-time ``nonce``).
+
+    A second post of the same form finds this row and changes nothing. ``sealed``
+    holds what the result page shows once (a new API token), encrypted with a key
+    derived from the session's cookie, which the server does not keep: a reader of
+    the database cannot open it. It is emptied when the page shows it.
+    """
+
+    __tablename__ = "web_form_uses"
+    __table_args__ = (UniqueConstraint("session_id", "nonce"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("web_sessions.id", ondelete="CASCADE"))
+    nonce: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(32))
+    result_id: Mapped[int | None] = mapped_column(Integer)
+    """What the form made (``token:create``: the API token's id)."""
+    sealed: Mapped[str | None] = mapped_column(String(512))
+    created_at: Mapped[datetime]

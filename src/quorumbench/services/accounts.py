@@ -125,28 +125,46 @@ def issue_token(
     expires_in: timedelta | None = None,
 ) -> IssuedToken:
     """A new token for ``account_name``; the plain text is shown only here."""
-    unknown = sorted(set(scopes) - set(SCOPES))
-    if unknown:
-        raise ConfigError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(SCOPES)}")
+    _check_known(scopes)
     account = get_account(ctx, account_name)
     if "admin" in scopes and not account.is_admin:
         raise PermissionDeniedError(f"{account_name!r} is not an admin account")
+    with ctx.db.write() as session:
+        return add_token(ctx, session, account.id, scopes, name=name, expires_in=expires_in)
+
+
+def _check_known(scopes: tuple[str, ...] | list[str]) -> None:
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown:
+        raise ConfigError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(SCOPES)}")
+
+
+def add_token(
+    ctx: ServerContext,
+    session: Session,
+    account_id: int,
+    scopes: tuple[str, ...] | list[str],
+    *,
+    name: str,
+    expires_in: timedelta | None = None,
+) -> IssuedToken:
+    """A new token of ``account_id`` in the caller's transaction (scopes checked by the
+    caller); the plain text is in the answer only."""
     token = "qb_" + secrets.token_urlsafe(32)
     now = ctx.now()
-    with ctx.db.write() as session:
-        record = ApiToken(
-            account_id=account.id,
-            name=name,
-            token_hash=token_hash(token),
-            prefix=token[:10],
-            scopes=" ".join(sorted(set(scopes))),
-            created_at=now,
-            expires_at=now + expires_in if expires_in else None,
-            revoked_at=None,
-            last_used_at=None,
-        )
-        session.add(record)
-        session.flush()
+    record = ApiToken(
+        account_id=account_id,
+        name=name,
+        token_hash=token_hash(token),
+        prefix=token[:10],
+        scopes=" ".join(sorted(set(scopes))),
+        created_at=now,
+        expires_at=now + expires_in if expires_in else None,
+        revoked_at=None,
+        last_used_at=None,
+    )
+    session.add(record)
+    session.flush()
     return IssuedToken(token, record)
 
 
@@ -182,15 +200,120 @@ def authenticate_api_token(ctx: ServerContext, token: str) -> Principal:
 
 def revoke_token(ctx: ServerContext, prefix: str) -> None:
     """Revoke the token, and the login sessions opened with it."""
-    now = ctx.now()
     with ctx.db.write() as session:
         record = session.scalars(select(ApiToken).where(ApiToken.prefix == prefix)).first()
         if record is None:
             raise NotFoundError(f"no token starting with {prefix!r}")
-        record.revoked_at = now
-        session.execute(
-            update(AuthSession)
-            .where(AuthSession.via == opened_with(record.id), AuthSession.revoked_at.is_(None))
-            .values(revoked_at=now)
-        )
+        _revoke(ctx, session, record)
     forget_identities(ctx)
+
+
+def _revoke(ctx: ServerContext, session: Session, record: ApiToken) -> None:
+    now = ctx.now()
+    record.revoked_at = now
+    session.execute(
+        update(AuthSession)
+        .where(AuthSession.via == opened_with(record.id), AuthSession.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+
+
+# --- an account's own tokens (the site's /account page) -------------------------------
+
+TOKEN_NAME_MAX = 64
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """One of an account's API tokens as its owner sees it (never the token itself)."""
+
+    id: int
+    name: str
+    prefix: str
+    scopes: tuple[str, ...]
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, record: ApiToken) -> TokenInfo:
+        return cls(
+            record.id,
+            record.name,
+            record.prefix,
+            tuple(record.scopes.split()),
+            record.created_at,
+            record.expires_at,
+            record.last_used_at,
+            record.revoked_at,
+        )
+
+
+def grantable_scopes(principal: Principal) -> tuple[str, ...]:
+    """The scopes ``principal`` may put on a new token: at most what it holds itself
+    (``admin`` only when it acts as admin, and then every scope), in SCOPES order."""
+    if principal.acts_as_admin:
+        return SCOPES
+    return tuple(s for s in DEFAULT_SCOPES if s in principal.scopes)
+
+
+def checked_token_request(
+    principal: Principal, scopes: list[str], name: str | None
+) -> tuple[tuple[str, ...], str]:
+    """The scopes (sorted, each once) and name of a new token ``principal`` asks for,
+    or the error that says why it may not have it."""
+    _check_known(scopes)
+    wanted = tuple(s for s in SCOPES if s in scopes)
+    if not wanted:
+        raise ConfigError("choose at least one scope for the token")
+    beyond = [s for s in wanted if s not in grantable_scopes(principal)]
+    if beyond:
+        raise PermissionDeniedError(
+            f"this account may not grant {', '.join(beyond)}; it may grant "
+            f"{', '.join(grantable_scopes(principal)) or 'no scope'}"
+        )
+    label = " ".join((name or "").split()) or "web"
+    if len(label) > TOKEN_NAME_MAX or not label.isprintable():
+        raise ConfigError(f"a token's name is at most {TOKEN_NAME_MAX} printable characters")
+    return wanted, label
+
+
+def list_tokens(ctx: ServerContext, principal: Principal) -> list[TokenInfo]:
+    """The account's API tokens, newest first, revoked ones included."""
+    with ctx.db.read() as session:
+        records = session.scalars(
+            select(ApiToken)
+            .where(ApiToken.account_id == principal.account_id)
+            .order_by(ApiToken.id.desc())
+        )
+        return [TokenInfo.of(r) for r in records]
+
+
+def create_token(
+    ctx: ServerContext, principal: Principal, scopes: list[str], name: str | None = None
+) -> IssuedToken:
+    """A new token of ``principal``'s account with ``scopes`` (at most what it may grant,
+    :func:`grantable_scopes`); the plain text is in the answer only."""
+    wanted, label = checked_token_request(principal, scopes, name)
+    with ctx.db.write() as session:
+        return add_token(ctx, session, principal.account_id, wanted, name=label)
+
+
+def revoke_own_token(ctx: ServerContext, principal: Principal, token_id: int) -> TokenInfo:
+    """Revoke token ``token_id`` of ``principal``'s account (and the login sessions
+    opened with it). Another account's token is NotFoundError, as is an unknown one;
+    revoking a revoked token changes nothing."""
+    with ctx.db.write() as session:
+        record = session.scalars(
+            select(ApiToken).where(
+                ApiToken.id == token_id, ApiToken.account_id == principal.account_id
+            )
+        ).first()
+        if record is None:
+            raise NotFoundError(f"this account has no API token {token_id}")
+        if record.revoked_at is None:
+            _revoke(ctx, session, record)
+        info = TokenInfo.of(record)
+    forget_identities(ctx)
+    return info

@@ -15,7 +15,10 @@ never changes (GitHub: ``id``, not ``login``). Two flows, both through Authlib:
   of their own.
 
 Either way the provider's (name, user id) is linked to an account through
-``federated_identities`` (made on first login, as for OIDC) and a session opens.
+``federated_identities`` (made on first login, as for OIDC) and a session opens. A
+code login started by the site's sign-in page (``for_site``) is kept as such, and its
+callback gives the account to the site (``services/web_sessions.py`` opens a browser
+session) instead of API tokens.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import httpx2
 from authlib.integrations.httpx_client import OAuth2Client, OAuthError
 from sqlalchemy import delete, or_, select, update
 
-from quorumbench.db.models import OAuthLogin
+from quorumbench.db.models import Account, OAuthLogin
 from quorumbench.errors import (
     AuthenticationError,
     AuthorizationPendingError,
@@ -42,7 +45,7 @@ from quorumbench.errors import (
 )
 from quorumbench.services.accounts import token_hash
 from quorumbench.services.context import ServerContext
-from quorumbench.services.sessions import login_with_identity
+from quorumbench.services.sessions import identity_account, login_with_identity
 from quorumbench.settings import OAuthProvider
 
 LOGIN_MINUTES = 10
@@ -51,6 +54,9 @@ DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL_S = 5
 DEFAULT_DEVICE_EXPIRY_S = 900
 TIMEOUT_S = 10.0
+CODE = "code"
+SITE = "site"
+"""``oauth_logins.kind`` of a code login started by the site's sign-in page."""
 T = TypeVar("T")
 
 
@@ -64,6 +70,20 @@ class _Spent(NamedTuple):
     secret: str
     redirect_uri: str | None
     interval: int
+
+
+class _User(NamedTuple):
+    """Who the provider's user API says logged in."""
+
+    subject: str
+    username: str | None
+
+
+class SiteLogin(NamedTuple):
+    """A code login started on the site, finished: its account and how it signed in."""
+
+    account: Account
+    via: str
 
 
 def provider_for(ctx: ServerContext, name: str) -> OAuthProvider:
@@ -139,7 +159,7 @@ def _find(conn: Any, provider: OAuthProvider, kind: str, handle: str) -> Any:
         select(OAuthLogin).where(OAuthLogin.handle_hash == token_hash(handle))
     ).first()
     if row is None or row.provider != provider.name or row.kind != kind:
-        what = "login state" if kind == "code" else "device login"
+        what = "device login" if kind == "device" else "login state"
         raise InvalidStateError(f"unknown {what}: start the login again")
     return row
 
@@ -157,8 +177,11 @@ def _end(conn: Any, login_id: int, now: datetime) -> bool:
 # --- the code flow (the site) ---------------------------------------------------------
 
 
-def start_code_login(ctx: ServerContext, name: str, callback_url: str) -> CodeLogin:
-    """The provider's authorize URL with a fresh state and PKCE challenge, remembered."""
+def start_code_login(
+    ctx: ServerContext, name: str, callback_url: str, *, for_site: bool = False
+) -> CodeLogin:
+    """The provider's authorize URL with a fresh state and PKCE challenge, remembered
+    (``for_site``: as a login of the site's, whose callback signs the browser in)."""
     provider = provider_for(ctx, name)
     redirect_uri = provider.redirect_uri or callback_url
     state = secrets.token_urlsafe(32)
@@ -170,7 +193,7 @@ def start_code_login(ctx: ServerContext, name: str, callback_url: str) -> CodeLo
     _store(
         ctx,
         provider,
-        "code",
+        SITE if for_site else CODE,
         state,
         verifier,
         lifetime=timedelta(minutes=LOGIN_MINUTES),
@@ -179,10 +202,22 @@ def start_code_login(ctx: ServerContext, name: str, callback_url: str) -> CodeLo
     return CodeLogin(str(url), state, redirect_uri)
 
 
-def _spend_state(ctx: ServerContext, provider: OAuthProvider, state: str) -> _Spent:
+def started_on_site(ctx: ServerContext, name: str, state: str) -> bool:
+    """Whether ``state`` is that of a code login the site's sign-in page started (the
+    callback then answers the browser with a page, not with API tokens)."""
+    with ctx.db.read_connection() as conn:
+        kind = conn.execute(
+            select(OAuthLogin.kind).where(
+                OAuthLogin.handle_hash == token_hash(state), OAuthLogin.provider == name
+            )
+        ).scalar()
+    return kind == SITE
+
+
+def _spend_state(ctx: ServerContext, provider: OAuthProvider, kind: str, state: str) -> _Spent:
     now = ctx.now()
     with ctx.db.write_connection() as conn:
-        row = _find(conn, provider, "code", state)
+        row = _find(conn, provider, kind, state)
         if row.used_at is not None:
             raise InvalidStateError("this login state was used already: start the login again")
         if row.expires_at <= now:
@@ -194,12 +229,16 @@ def _spend_state(ctx: ServerContext, provider: OAuthProvider, state: str) -> _Sp
     return _Spent(row.secret, row.redirect_uri, 0)
 
 
-def finish_code_login(
-    ctx: ServerContext, name: str, state: str, code: str | None, error: str | None
-) -> dict[str, Any]:
-    """Spend ``state``, exchange ``code`` with its PKCE verifier, open a session."""
-    provider = provider_for(ctx, name)
-    spent = _spend_state(ctx, provider, state)
+def _redeem_code(
+    ctx: ServerContext,
+    provider: OAuthProvider,
+    kind: str,
+    state: str,
+    code: str | None,
+    error: str | None,
+) -> _User:
+    """Spend ``state``, exchange ``code`` with its PKCE verifier; who logged in."""
+    spent = _spend_state(ctx, provider, kind, state)
     if error == "access_denied":
         raise LoginDeniedError(f"the login was declined at {provider.name}")
     if error:
@@ -219,7 +258,26 @@ def finish_code_login(
             )
         except OAuthError as exc:
             raise _refusal(provider, exc, "the login code") from None
-        return _session(ctx, provider, client)
+        return _user(provider, client)
+
+
+def finish_code_login(
+    ctx: ServerContext, name: str, state: str, code: str | None, error: str | None
+) -> dict[str, Any]:
+    """Spend ``state``, exchange ``code`` with its PKCE verifier, open a session."""
+    provider = provider_for(ctx, name)
+    return _login(ctx, provider, _redeem_code(ctx, provider, CODE, state, code, error))
+
+
+def finish_site_login(
+    ctx: ServerContext, name: str, state: str, code: str | None, error: str | None
+) -> SiteLogin:
+    """As :func:`finish_code_login` for a login the site started: its account (linked,
+    or made on first login), for the site to open a browser session for."""
+    provider = provider_for(ctx, name)
+    user = _redeem_code(ctx, provider, SITE, state, code, error)
+    issuer = identity_issuer(provider)
+    return SiteLogin(identity_account(ctx, issuer, user.subject, user.username), issuer)
 
 
 CODE_REFUSALS = frozenset({"bad_verification_code", "invalid_grant", "invalid_request"})
@@ -236,8 +294,8 @@ def _refusal(provider: OAuthProvider, exc: Any, what: str) -> Exception:
     return ProviderError(detail + "; check the provider's settings (client id and secret)")
 
 
-def _session(ctx: ServerContext, provider: OAuthProvider, client: Any) -> dict[str, Any]:
-    """The user behind the client's access token, linked to an account; a new session."""
+def _user(provider: OAuthProvider, client: Any) -> _User:
+    """The user behind the client's access token, from the provider's user API."""
     try:
         response = _call(
             provider,
@@ -254,11 +312,13 @@ def _session(ctx: ServerContext, provider: OAuthProvider, client: Any) -> dict[s
             f"{provider.name}'s user API gave no {provider.subject_field!r} to know the user by"
         )
     username = user.get(provider.name_field)
+    return _User(str(subject), username if isinstance(username, str) else None)
+
+
+def _login(ctx: ServerContext, provider: OAuthProvider, user: _User) -> dict[str, Any]:
+    """The user linked to an account; a new session (API tokens)."""
     tokens, account = login_with_identity(
-        ctx,
-        identity_issuer(provider),
-        str(subject),
-        username if isinstance(username, str) else None,
+        ctx, identity_issuer(provider), user.subject, user.username
     )
     return {**tokens, "account": account.name, "provider": provider.name}
 
@@ -365,7 +425,7 @@ def poll_device_login(ctx: ServerContext, name: str, handle: str) -> dict[str, A
             row = _find(conn, provider, "device", handle)
             if not _end(conn, row.id, ctx.now()):
                 raise InvalidStateError("this device login has ended: start a new one")
-        return _session(ctx, provider, client)
+        return _login(ctx, provider, _user(provider, client))
 
 
 def _device_error(

@@ -31,6 +31,7 @@ from quorumbench.db.models import Account, ApiToken, AuthSession, FederatedIdent
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
+    ConflictError,
     NotFoundError,
     PermissionDeniedError,
 )
@@ -237,23 +238,33 @@ class IdentityLogin(NamedTuple):
     account: Account
 
 
+def identity_account(
+    ctx: ServerContext, issuer: str, subject: str, username: str | None
+) -> Account:
+    """The account linked to ``(issuer, subject)``, made on first login.
+
+    For identities another module has checked (an OAuth provider's user API): the
+    account is named after ``username`` (else the subject).
+    """
+    return _federated_account(ctx, issuer, subject, {"preferred_username": username})
+
+
 def login_with_identity(
     ctx: ServerContext, issuer: str, subject: str, username: str | None
 ) -> IdentityLogin:
-    """A session for the account linked to ``(issuer, subject)``, made on first login.
-
-    For identities another module has checked (an OAuth provider's user API): the
-    account is named after ``username`` (else the subject), with the default scopes.
-    """
-    account = _federated_account(ctx, issuer, subject, {"preferred_username": username})
+    """A session for the account linked to ``(issuer, subject)`` (:func:`identity_account`),
+    with the default scopes."""
+    account = identity_account(ctx, issuer, subject, username)
     granted = _scopes(None, frozenset(DEFAULT_SCOPES), account.is_admin)
     return IdentityLogin(_open(ctx, account, granted, issuer), account)
 
 
-def login_for_development(
-    ctx: ServerContext, name: str, scopes: list[str] | None
-) -> dict[str, Any]:
-    """A session for account ``name`` (made if missing) without any credential.
+DEV_LOGIN = "insecure-dev-login"
+"""How a development login's session says it was opened."""
+
+
+def development_account(ctx: ServerContext, name: str) -> Account:
+    """Account ``name`` (made if missing), for the development login only.
 
     Only with ``QB_INSECURE_DEV_LOGIN`` (never on by default): anyone who can reach
     the server can then act as anyone.
@@ -261,12 +272,27 @@ def login_for_development(
     if not ctx.settings.insecure_dev_login:
         raise NotFoundError("the development login is off (QB_INSECURE_DEV_LOGIN)")
     try:
-        account = get_account(ctx, name)
+        return get_account(ctx, name)
     except NotFoundError:
-        account = create_account(ctx, name)
-    allowed = frozenset(SCOPES if account.is_admin else DEFAULT_SCOPES)
-    granted = _scopes(scopes, allowed, account.is_admin)
-    return _open(ctx, account, granted, "insecure-dev-login")
+        try:
+            return create_account(ctx, name)
+        except ConflictError:  # made at the same moment by another login
+            return get_account(ctx, name)
+
+
+def development_scopes(account: Account) -> frozenset[str]:
+    """What a development login may grant: every scope for an admin account."""
+    return frozenset(SCOPES if account.is_admin else DEFAULT_SCOPES)
+
+
+def login_for_development(
+    ctx: ServerContext, name: str, scopes: list[str] | None
+) -> dict[str, Any]:
+    """A session for account ``name`` (made if missing) without any credential
+    (:func:`development_account`)."""
+    account = development_account(ctx, name)
+    granted = _scopes(scopes, development_scopes(account), account.is_admin)
+    return _open(ctx, account, granted, DEV_LOGIN)
 
 
 def _federated_account(

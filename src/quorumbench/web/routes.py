@@ -29,6 +29,7 @@ from quorumbench.services.views.runners import runner_list
 from quorumbench.services.views.tasks import task_detail, task_list
 from quorumbench.web import data
 from quorumbench.web.render import STATIC_DIR, Links, default_order, render
+from quorumbench.web.session import viewer
 
 router = APIRouter(include_in_schema=False)
 router.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -54,19 +55,52 @@ def parse_size(text: str | None) -> int | None:
     return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
-def error_page(status: int, detail: str) -> HTMLResponse:
-    """The HTML error page: 404 "Not found", else "Cannot show this page"."""
-    title = "Not found" if status == 404 else "Cannot show this page"
-    html = render("error.html", LINKS, title=title, detail=detail, active=None)
-    return HTMLResponse(html, status_code=status)
+def page_html(request: Request, template: str, **context: Any) -> str:
+    """A whole page: ``template`` with who is signed in, for the header."""
+    return render(template, LINKS, viewer=viewer(request), **context)
 
 
-def _page(build: Callable[[], Response]) -> Response:
+def html_page(
+    html: str, status_code: int = 200, headers: dict[str, str] | None = None
+) -> HTMLResponse:
+    """A page's answer. Its header names who is signed in, so it varies with the cookie
+    (``Vary: Cookie``: a shared cache never gives one person's page to another)."""
+    return HTMLResponse(
+        html, status_code=status_code, headers={"Vary": "Cookie", **(headers or {})}
+    )
+
+
+ERROR_TITLES = {401: "Sign in first", 403: "Not allowed", 404: "Not found"}
+
+
+def error_page(status: int, detail: str, request: Request | None = None) -> HTMLResponse:
+    """The HTML error page: 404 "Not found", 401 "Sign in first", 403 "Not allowed",
+    else "Cannot show this page"; with ``request``, its header names who is signed in."""
+    title = ERROR_TITLES.get(status, "Cannot show this page")
+    signed_in = None
+    if request is not None:
+        try:
+            signed_in = viewer(request)
+        except QuorumError:  # the database is down: the page says what failed anyway
+            signed_in = None
+    html = render(
+        "error.html",
+        LINKS,
+        title=title,
+        detail=detail,
+        status=status,
+        viewer=signed_in,
+        active=None,
+    )
+    return html_page(html, status_code=status)
+
+
+def _page(request: Request, build: Callable[[], Response]) -> Response:
     """``build()``, or the error page for a QuorumError it raises."""
     try:
         return build()
     except QuorumError as exc:
-        return error_page(404 if isinstance(exc, NotFoundError) else 400, exc.message)
+        return error_page(404 if isinstance(exc, NotFoundError) else 400, exc.message, request)
 
 
 def _csv(text: str, name: str) -> Response:
@@ -171,10 +205,10 @@ def leaderboard_page(
         if fragment:
             rows = render("_board_rows.html", LINKS, page=shown)
             return JSONResponse({"html": rows, "count": _count_text(shown)})
-        return HTMLResponse(
-            render(
+        return html_page(
+            page_html(
+                request,
                 "leaderboard.html",
-                LINKS,
                 page=shown,
                 state=state,
                 types=MODEL_TYPES,
@@ -186,7 +220,7 @@ def leaderboard_page(
             )
         )
 
-    return _page(build)
+    return _page(request, build)
 
 
 @router.get("/models/{model_id}")
@@ -198,11 +232,13 @@ def model_page(request: Request, model_id: int, format: Format = "html") -> Resp
         if format == "csv":
             rows = data.model_csv_rows(view)
             return _csv(data.to_csv(data.MODEL_CSV_COLUMNS, rows), f"model-{model_id}")
-        return HTMLResponse(
-            render("model.html", LINKS, m=view, data_path=f"/models/{model_id}", active="board")
+        return html_page(
+            page_html(
+                request, "model.html", m=view, data_path=f"/models/{model_id}", active="board"
+            )
         )
 
-    return _page(build)
+    return _page(request, build)
 
 
 @router.get("/compare")
@@ -232,10 +268,10 @@ def compare_page(
             return JSONResponse({"rows": data.compare_rows(view)})
         if view is not None and format == "csv":
             return _csv(data.to_csv(data.COMPARE_CSV_COLUMNS, data.compare_rows(view)), "compare")
-        return HTMLResponse(
-            render(
+        return html_page(
+            page_html(
+                request,
                 "compare.html",
-                LINKS,
                 view=view,
                 error=error,
                 models_param=param,
@@ -244,7 +280,7 @@ def compare_page(
             )
         )
 
-    return _page(build)
+    return _page(request, build)
 
 
 @router.get("/tasks")
@@ -275,10 +311,10 @@ def tasks_page(
         chosen = (("status", status), ("before", before), ("limit", limit if limit != 50 else None))
         params: dict[str, Any] = {k: v for k, v in chosen if v}
         query = f"?{urlencode(params)}" if params else ""
-        return HTMLResponse(
-            render(
+        return html_page(
+            page_html(
+                request,
                 "tasks.html",
-                LINKS,
                 tasks=found,
                 status=status or None,
                 statuses=tasks.STATUSES,
@@ -289,7 +325,7 @@ def tasks_page(
             )
         )
 
-    return _page(build)
+    return _page(request, build)
 
 
 @router.get("/tasks/{task_id}")
@@ -301,10 +337,10 @@ def task_page(request: Request, task_id: int, format: Format = "html") -> Respon
         if format == "csv":
             rows = data.sample_rows(detail)
             return _csv(data.to_csv(list(rows[0]) if rows else ["sample"], rows), f"task-{task_id}")
-        return HTMLResponse(
-            render(
+        return html_page(
+            page_html(
+                request,
                 "task.html",
-                LINKS,
                 t=detail.task,
                 detail=detail,
                 data_path=f"/tasks/{task_id}",
@@ -312,7 +348,7 @@ def task_page(request: Request, task_id: int, format: Format = "html") -> Respon
             )
         )
 
-    return _page(build)
+    return _page(request, build)
 
 
 @router.get("/runners")
@@ -345,10 +381,10 @@ def runners_page(
             query = urlencode({**state, **({"page": n} if n > 1 else {})})
             return "/runners" + (f"?{query}" if query else "")
 
-        return HTMLResponse(
-            render(
+        return html_page(
+            page_html(
+                request,
                 "runners.html",
-                LINKS,
                 runners=shown,
                 total=len(runners),
                 q=q or "",
@@ -361,19 +397,21 @@ def runners_page(
             )
         )
 
-    return _page(build)
+    return _page(request, build)
 
 
 @router.get("/methodology")
 def methodology_page(request: Request) -> Response:
     settings = _ctx(request).settings
-    return HTMLResponse(render("methodology.html", LINKS, settings=settings, active="methodology"))
+    return html_page(
+        page_html(request, "methodology.html", settings=settings, active="methodology")
+    )
 
 
 @router.get("/submit")
 def submit_page(request: Request) -> Response:
     settings = _ctx(request).settings
     server_url = str(request.base_url).rstrip("/")
-    return HTMLResponse(
-        render("submit.html", LINKS, settings=settings, server_url=server_url, active="submit")
+    return html_page(
+        page_html(request, "submit.html", settings=settings, server_url=server_url, active="submit")
     )

@@ -981,6 +981,49 @@ VARIANTS: list[Variant] = [
     Variant("GET", "/methodology", "page", PUBLIC, fixed("/methodology")),
     Variant("GET", "/submit", "page", PUBLIC, fixed("/submit")),
     Variant("GET", "/static", "a stylesheet", PUBLIC, fixed("/static/site.css")),
+    # signing in on the site: a session cookie, never a bearer; bearers are signed out
+    Variant("GET", "/signin", "page", PUBLIC, fixed("/signin")),
+    Variant(
+        "GET",
+        "/signin/{provider}",
+        "to the provider",
+        PUBLIC,
+        fixed(f"/signin/{PROVIDER.name}"),
+        ok=frozenset({302}),
+    ),
+    Variant(
+        "POST",
+        "/signin/dev",
+        "the development sign-in, off",
+        PUBLIC,
+        lambda facts, caller: Request("/signin/dev", None, {"account": OWNER}),
+        rule=refused_for_all("QB_INSECURE_DEV_LOGIN", status=404),
+    ),
+    Variant("POST", "/signout", "no session", PUBLIC, fixed("/signout"), ok=frozenset({303})),
+    Variant("GET", "/account", "signed out", PUBLIC, fixed("/account")),
+    Variant(
+        "POST",
+        "/account/tokens",
+        "without a session",
+        PUBLIC,
+        lambda facts, caller: Request("/account/tokens", None, {"scope": ["admin"]}),
+        rule=refused_for_all("not signed in", status=401),
+    ),
+    Variant(
+        "GET",
+        "/account/tokens/created",
+        "signed out",
+        PUBLIC,
+        fixed("/account/tokens/created", form="a" * 32),
+    ),
+    Variant(
+        "POST",
+        "/account/tokens/{token_id}/revoke",
+        "without a session",
+        PUBLIC,
+        fixed("/account/tokens/1/revoke"),
+        rule=refused_for_all("not signed in", status=401),
+    ),
 ]
 
 KNOWN_BUGS: dict[str, tuple[set[str], str]] = {}

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from quorumbench.api.app import create_app
 
 from ..pg import emptied, throwaway_database
+from .browser import serve_site
 from .seed import Seed
 
 
@@ -39,3 +40,23 @@ def client(seed):
     app = create_app(seed.ctx.settings, context=seed.ctx, run_scheduler=False)
     with TestClient(app) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def site_pg():
+    """One throwaway PostgreSQL database per module for the sign-in tests."""
+    with throwaway_database("qb_site") as name:
+        yield name
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def site(request, tmp_path):
+    """A server with the development sign-in on, per test, on SQLite and PostgreSQL."""
+    url = None if request.param == "sqlite" else emptied(request.getfixturevalue("site_pg"))
+    with serve_site(tmp_path, url) as made:
+        yield made

@@ -28,20 +28,20 @@ class RunnerRow:
 def runner_list(ctx: ServerContext) -> list[RunnerRow]:
     """Every runner with its contributions, most results first (kept, :func:`kept`:
     counting results scans the whole table)."""
-    return kept(ctx, ("runners",), lambda: _runners(ctx))
+    return kept(ctx, ("runners",), lambda: runner_rows(ctx))
 
 
-def _runners(ctx: ServerContext) -> list[RunnerRow]:
+def runner_rows(ctx: ServerContext, account_id: int | None = None) -> list[RunnerRow]:
+    """Every runner (with ``account_id``: that account's) with its contributions, most
+    results first, read now."""
+    counted = select(Result.runner_id, func.count()).group_by(Result.runner_id)
+    listed = select(Runner, Account.name).join(Account, Account.id == Runner.account_id)
+    if account_id is not None:
+        counted = counted.where(Result.account_id == account_id)
+        listed = listed.where(Runner.account_id == account_id)
     with ctx.db.read() as session:
-        counts: dict[int, int] = {
-            runner_id: n
-            for runner_id, n in session.execute(
-                select(Result.runner_id, func.count()).group_by(Result.runner_id)
-            )
-        }
-        rows = session.execute(
-            select(Runner, Account.name).join(Account, Account.id == Runner.account_id)
-        )
+        counts: dict[int, int] = {runner_id: n for runner_id, n in session.execute(counted)}
+        rows = session.execute(listed)
         out = [
             RunnerRow(
                 r.id,

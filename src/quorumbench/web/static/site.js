@@ -1,5 +1,5 @@
 // QuorumBench pages: dark-mode toggle, leaderboard auto-refresh and compare picks,
-// and the static export's filters and sorting. The pages work
+// the static export's filters and sorting, and the copy button of a new token. The pages work
 // without this script; it only enhances them. Nothing is fetched from elsewhere.
 (function () {
   "use strict";
@@ -201,6 +201,26 @@
     each(rows, function (row) { body.appendChild(row); });
   }
 
+  // A "Copy" button beside a field that shows something once (a new API token): the
+  // field stays selectable by hand without the script.
+  function setupCopy() {
+    each(document.querySelectorAll("button.copy[data-copy]"), function (button) {
+      var field = document.getElementById(button.dataset.copy);
+      if (!field || !navigator.clipboard) return;
+      button.hidden = false;
+      button.addEventListener("click", function () {
+        field.select();
+        navigator.clipboard.writeText(field.value).then(function () {
+          button.textContent = "Copied";
+        }, function () {
+          button.textContent = "Select and copy by hand";
+        });
+      });
+    });
+    var shown = document.querySelector("input.token");
+    if (shown) shown.addEventListener("focus", function () { shown.select(); });
+  }
+
   window.quorumbench = {
     refreshBoard: refreshBoard,
     refreshTable: refreshTable,
@@ -213,5 +233,6 @@
     setupTaskWatch();
     setupStaticFilters();
     setupStaticSort();
+    setupCopy();
   });
 })();

@@ -1,0 +1,25 @@
+"""Every router of the site, for ``create_app`` to mount and the error handlers to
+tell a page for people from the JSON API.
+
+``routes`` serves the leaderboard and the public pages, ``signin`` signing in and
+out, ``account`` the signed-in account's page and its forms.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from fastapi import APIRouter
+
+from quorumbench.web import account, routes, signin
+
+ROUTERS: tuple[APIRouter, ...] = (routes.router, signin.router, account.router)
+
+
+@cache
+def page_endpoints() -> frozenset[Any]:
+    """The endpoint of every page route of the site."""
+    return frozenset(
+        getattr(route, "endpoint", None) for router in ROUTERS for route in router.routes
+    )
