@@ -82,6 +82,10 @@ class QuorumError(Exception):
         self.message = shown
         self.reason = message
         self.hint = hint
+        self.report: object | None = None
+        """What explains the refusal in full, when something made it (a submission's
+        validation report, ``services/submissions``): the API adds it to the problem
+        document as its ``report`` member."""
 
 
 class ConfigError(QuorumError):
@@ -283,7 +287,14 @@ class UnsupportedProtocolError(QuorumError):
 
 
 class RegistrationError(QuorumError):
+    """``check`` names the validation check that refused the model (a finding code of
+    the submission report, ``services/submissions``), when the raiser knows it."""
+
     code = "registration-refused"
+
+    def __init__(self, message: str, *, check: str | None = None, hint: Hint | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.check = check
 
 
 class ServiceUnavailableError(QuorumError):

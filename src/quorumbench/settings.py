@@ -234,6 +234,23 @@ class ServerSettings(BaseSettings):
         3, ge=0, description="Accepted evaluations of others' models needed to register."
     )
     quota_window_hours: int = Field(24, ge=1, description="Window of the quota.")
+    license_allowlist: list[str] = Field(
+        default_factory=list,
+        description="Licences a model may have to register (model-card ids such as "
+        "apache-2.0 or mit, compared without case); empty: any licence, and a licence "
+        "that cannot be detected is only a warning.",
+    )
+    allow_pickle: bool = Field(
+        False,
+        description="Accept models whose only weights are pickled *.bin files (their size "
+        "is then estimated from the files' bytes); runners still need their own "
+        "allow_pickle to load them.",
+    )
+    submission_rate_limit: str = Field(
+        "30/minute",
+        description="Validations and registrations per account (limits syntax, "
+        "';'-separated; each reads the Hub; empty: no limit; admin requests exempt).",
+    )
     outlier_limit: int = Field(
         5, ge=1, description="Outlier results after which a runner stops counting."
     )

@@ -20,7 +20,16 @@ from quorumbench.api import params, problems
 from quorumbench.api.access import AccessLog
 from quorumbench.api.deps import install_hot_path
 from quorumbench.api.openapi import QuorumBenchAPI
-from quorumbench.api.routes import auth, board, leases, models, oauth, runners
+from quorumbench.api.routes import (
+    account,
+    auth,
+    board,
+    leases,
+    models,
+    oauth,
+    runners,
+    submissions,
+)
 from quorumbench.api.routes import log as public_log
 from quorumbench.errors import QuorumError
 from quorumbench.logs import FIELDS, event
@@ -134,7 +143,7 @@ def create_app(
     problems.install(app)
     params.install(app)
     app.add_middleware(problems.BodyLimit, limit=settings.max_body_bytes)
-    routers = (auth, oauth, models, leases, board, public_log, runners)
+    routers = (auth, oauth, models, submissions, leases, board, public_log, runners, account)
     for router in (module.router for module in routers):
         app.include_router(router)
     if settings.insecure_dev_login:

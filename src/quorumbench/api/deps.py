@@ -13,7 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
 from quorumbench.services.leases import runs_inline
-from quorumbench.services.ratelimit import count_write
+from quorumbench.services.ratelimit import count_submission, count_write
 from quorumbench.services.sessions import authenticate
 
 T = TypeVar("T")
@@ -65,6 +65,17 @@ def get_writer(ctx: Context, principal: CurrentPrincipal) -> Principal:
 
 
 Writer = Annotated[Principal, Depends(get_writer)]
+
+
+def get_submitter(ctx: Context, principal: Writer) -> Principal:
+    """The principal of a validation or registration (``model:register``): a write,
+    also counted against the account's submission limit (each one reads the Hub)."""
+    principal.require("model:register")
+    count_submission(ctx, principal)
+    return principal
+
+
+Submitter = Annotated[Principal, Depends(get_submitter)]
 
 
 def hot_path_limiter(ctx: ServerContext) -> CapacityLimiter | None:

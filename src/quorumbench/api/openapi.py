@@ -79,13 +79,26 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
     ),
     "POST /v0/models": (
         E.PermissionDeniedError,  # no model:register, or the quota is not earned
-        E.RateLimitedError,  # registrations per week
+        E.RateLimitedError,  # registrations per week, submissions per minute
         E.DuplicateModelError,
         E.InvalidRefError,
         E.RegistrationError,
         E.ModelLoadError,  # an openai: endpoint on a private address
+        E.MissingDependencyError,  # the server lacks huggingface_hub to read the Hub
+    ),
+    "POST /v0/submissions/validate": (
+        E.PermissionDeniedError,  # no model:register
+        E.RateLimitedError,  # submissions per minute
+        E.MissingDependencyError,
     ),
     "GET /v0/models/{model_id}": (E.NotFoundError,),
+    "POST /v0/models/{model_id}/retire": (E.PermissionDeniedError, E.NotFoundError),
+    "GET /v0/me/account": (E.AuthenticationError,),  # the account is gone
+    "POST /v0/tokens": (
+        E.PermissionDeniedError,  # a scope the credential does not hold
+        E.ConfigError,  # no scope at all
+    ),
+    "DELETE /v0/tokens/{token_id}": (E.PermissionDeniedError, E.NotFoundError),
     "GET /v0/models/{model_id}/failures": (E.PermissionDeniedError, E.NotFoundError),
     "POST /v0/models/{model_id}/resume": (E.PermissionDeniedError, E.NotFoundError),
     "POST /v0/leases": (*_LEASE, E.UnsupportedProtocolError),
@@ -116,6 +129,7 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
 """The errors each operation's services raise on purpose (``METHOD /path``)."""
 
 _MODEL_ID = {"model_id": "$response.body#/id"}
+_TOKEN_ID = {"token_id": "$response.body#/id"}
 _LEASE_ID = {"lease_id": "$response.body#/lease_id"}
 _KEY = {"runner": "$request.path.runner", "key_id": "$response.body#/key_id"}
 LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
@@ -123,7 +137,9 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
         "GET /v0/models/{model_id}": _MODEL_ID,
         "GET /v0/models/{model_id}/failures": _MODEL_ID,
         "POST /v0/models/{model_id}/resume": _MODEL_ID,
+        "POST /v0/models/{model_id}/retire": _MODEL_ID,
     },
+    ("POST /v0/tokens", "201"): {"DELETE /v0/tokens/{token_id}": _TOKEN_ID},
     ("POST /v0/leases", "201"): {
         "POST /v0/leases/{lease_id}/heartbeat": _LEASE_ID,
         "DELETE /v0/leases/{lease_id}": {**_LEASE_ID, "attempt": "$response.body#/attempt"},

@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from quorumbench import errors, protocol
 from quorumbench.api.routing import allowed_methods, route_path
 from quorumbench.logs import event
+from quorumbench.services.submissions import SubmissionReport
 from quorumbench.web import pages
 from quorumbench.web import routes as web
 
@@ -124,6 +125,10 @@ class Problem(BaseModel):
     accepted_versions: str | SkipJsonSchema[None] = _member(
         "``unsupported-protocol``: the versions this server accepts, in words."
     )
+    report: SubmissionReport | SkipJsonSchema[None] = _member(
+        "A refused registration (``POST /v0/models``): every finding of its validation "
+        "report, not only the first error, which ``type`` and ``detail`` give."
+    )
 
 
 def status_for(exc: errors.QuorumError) -> int:
@@ -201,6 +206,8 @@ async def quorum_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, errors.UnsupportedProtocolError):
         extra["protocol_version"] = exc.version
         extra["accepted_versions"] = exc.accepted
+    if isinstance(exc.report, SubmissionReport):
+        extra["report"] = exc.report.model_dump(mode="json")
     return problem(
         request, status_for(exc), exc.code, _title(exc.code), exc.message, retry, **extra
     )

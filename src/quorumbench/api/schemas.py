@@ -7,11 +7,15 @@ wire protocol's, in ``quorumbench/protocol.py``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quorumbench.services.model_metadata import model_size
+from quorumbench.services.quota import QuotaStatus
+from quorumbench.services.submissions import SubmissionReport
+
+__all__ = ["QuotaStatus", "SubmissionReport"]  # the services' own models, used as they are
 
 
 class _Out(BaseModel):
@@ -28,7 +32,15 @@ class ModelIn(BaseModel):
         "a branch or tag is pinned to its commit. Whether it can be registered also depends "
         "on what it names (the repo and commit exist, the size limit): 422 if not.",
     )
-    name: str | None = Field(None, max_length=256, description="Display name.")
+    name: str | None = Field(
+        None, min_length=1, max_length=256, description="Display name (default: detected)."
+    )
+    family: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="Model family (default: detected, config.json's model_type).",
+    )
 
 
 class ModelOut(_Out):
@@ -53,6 +65,12 @@ class ModelOut(_Out):
     paused_reason: str | None = Field(
         None, description="Why it was paused; its owner resumes it (POST .../resume)."
     )
+    retired_at: datetime | None = Field(
+        None,
+        description="When its owner (or an admin) retired it: off the board and the "
+        "schedule; its tasks, results and log entries stay.",
+    )
+    family: str | None = Field(None, description="Architecture family, detected or submitted.")
     effective_params: int | None = Field(
         None,
         description="The model's size as it runs: for a LoRA adapter its base's parameters "
@@ -183,3 +201,110 @@ class MeOut(BaseModel):
     scopes: list[str] = Field(
         description="The scopes this credential grants (sorted); admin grants every scope."
     )
+
+
+class OwnedModelOut(BaseModel):
+    """One of the caller's models with where it stands (``GET /v0/me/models``)."""
+
+    model: ModelOut
+    status: Literal["pending", "ranked", "disputed", "paused", "retired"] = Field(
+        description="``retired``, else ``paused``, else ``ranked`` (a score on an active "
+        "benchmark), else ``disputed`` (no score, a task disputed), else ``pending`` (its "
+        "first tasks are not settled yet)."
+    )
+    tasks_done: int
+    tasks_disputed: int
+    tasks_open: int = Field(description="Tasks not finalized yet.")
+    aggregate_complete: bool = Field(
+        description="A score on every active benchmark: ranked on the aggregate board."
+    )
+    url: str = Field(description="Its page.")
+
+
+TokenScope = Literal["task:pull", "task:submit", "model:register", "admin"]
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        "api",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="What the token is for (shown in the list).",
+    )
+    scopes: list[TokenScope] | None = Field(
+        None,
+        min_length=1,
+        description="Scopes of the new token, each one the request's credential holds "
+        "(default: all of them).",
+    )
+    expires_in_days: int | None = Field(
+        None, ge=1, le=3650, description="Days until it expires (default: never)."
+    )
+
+
+class TokenOut(_Out):
+    id: int
+    name: str
+    prefix: str = Field(description="Its first characters, to recognise it (never more).")
+    scopes: list[str]
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None = Field(
+        description="Last time it authenticated a request (to the minute), if ever."
+    )
+    revoked_at: datetime | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scope_list(cls, data: Any) -> Any:
+        """The stored space-separated scopes as a list."""
+        if isinstance(data, dict):
+            fields = dict(data)
+        else:
+            fields = {name: getattr(data, name) for name in cls.model_fields if hasattr(data, name)}
+        if isinstance(fields.get("scopes"), str):
+            fields["scopes"] = fields["scopes"].split()
+        return fields
+
+
+class TokenCreatedOut(TokenOut):
+    token: str = Field(description="The token itself: shown this once, never again.")
+
+
+class RunnerKeyRowOut(_Out):
+    key_id: str
+    public_key: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class OwnRunnerOut(_Out):
+    id: int
+    name: str
+    created_at: datetime
+    last_seen_at: datetime | None
+    results: int
+    agreements: int
+    outliers: int
+    agreement_rate: float | None = Field(
+        description="Agreements over agreements and outliers; null before either."
+    )
+    suspended: bool
+    keys: list[RunnerKeyRowOut] = Field(description="Newest first, revoked ones included.")
+
+
+class AccountOut(BaseModel):
+    """``GET /v0/me/account``: the caller's account as its page shows it."""
+
+    account_id: int
+    name: str
+    is_admin: bool
+    created_at: datetime
+    scopes: list[str] = Field(description="What this request's credential grants.")
+    quota: QuotaStatus
+    models: list[OwnedModelOut] = Field(description="Newest first.")
+    runners: list[OwnRunnerOut]
+    tokens: list[TokenOut] = Field(description="Newest first, revoked ones included.")

@@ -452,6 +452,11 @@ def verify_command(
             f"followed {report.key_rotations} rotation(s) of the log key, each signed by the "
             "key before it"
         )
+    if report.retired_models:
+        console.print(
+            f"{len(report.retired_models)} retired model(s) are in the log and off the board "
+            f"(models {', '.join(map(str, sorted(report.retired_models)))})"
+        )
     if report.unsigned_results:
         console.print(f"{report.unsigned_results} result(s) in the log carry no signature")
     if report.results_without_predictions:

@@ -5,7 +5,8 @@ from the entries alone: each head's Ed25519 signature, each entry's leaf, the ro
 every head it saw on earlier runs (same size, same root; the log never shrinks; the
 served consistency proof holds), a served inclusion proof, each result's runner
 signature and predictions digest, and the leaderboard, recomputed from the DONE
-entries and compared row by row with the server's. What
+entries and compared row by row with the server's (a model the server says is retired,
+in ``GET /v0/models/{id}``, must be off its board instead). What
 it saw is kept in a state file for the next run (the key is pinned on first use, and
 a later key is accepted only through rotations signed by the key before it).
 """
@@ -68,6 +69,8 @@ class Report:
     samples_checked: int = 0
     key_rotations: int = 0
     """Rotations of the log's key followed (each signed by the old and the new key)."""
+    retired_models: set[int] = field(default_factory=set)
+    """Models in the log, off the server's board, that the server says are retired."""
     samples_unchecked: dict[str, int] = field(default_factory=dict)
     """Entries whose sample ids could not be re-derived here, by reason."""
     problems: list[Problem] = field(default_factory=list)
@@ -232,7 +235,8 @@ def _check_leaderboard(server: _Server, entries: list[dict[str, Any]], report: R
                 report.problems.append(Problem(where, "on the server, not in the log"))
                 continue
             if model_id not in rows:
-                report.problems.append(Problem(where, "in the log, not on the server"))
+                if not _retired(server, model_id, report):
+                    report.problems.append(Problem(where, "in the log, not on the server"))
                 continue
             acc, stats = mine[model_id]
             row = rows[model_id]
@@ -255,6 +259,17 @@ def _check_leaderboard(server: _Server, entries: list[dict[str, Any]], report: R
             ]
             if diffs:
                 report.problems.append(Problem(where, "; ".join(diffs)))
+
+
+def _retired(server: _Server, model_id: int, report: Report) -> bool:
+    """Whether the server says the model, missing from a board, is retired (asked once
+    per model: a retirement is public, on the model's own record)."""
+    if model_id not in report.retired_models:
+        model = server.get_optional(f"/v0/models/{model_id}")
+        if model is None or not model.get("retired_at"):
+            return False
+        report.retired_models.add(model_id)
+    return True
 
 
 def _server_benchmarks(server: _Server) -> set[str]:

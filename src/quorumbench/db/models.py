@@ -103,10 +103,16 @@ class Model(Base):
     paused_at: Mapped[datetime | None] = mapped_column(default=None)
     """Set when the model's tasks kept failing; not scheduled until its owner resumes it."""
     paused_reason: Mapped[str | None] = mapped_column(String(1000), default=None)
+    retired_at: Mapped[datetime | None] = mapped_column(default=None)
+    """Set when its owner (or an admin) retired it (``active`` is then false): it is off
+    the board and the schedule; its tasks, results and log entries stay."""
+    family: Mapped[str | None] = mapped_column(String(64), default=None)
+    """Its architecture family (``llama``), as detected or as submitted."""
 
     __table_args__ = (
         Index("ix_models_owner_created", "owner_id", "created_at"),
         Index("ix_models_name", "name", "id"),  # the leaderboard sorted by model
+        Index("ix_models_retired_at", "retired_at"),  # the few retired ones, off the board
     )
 
 

@@ -10,7 +10,8 @@ this account may take it and leases it with :meth:`SqlTaskQueue.take`.
 What happens to an entry a runner reads:
 
 * eligible: the slot is leased, the entry acknowledged and deleted;
-* no open slot any more (finalized, or every slot leased), or its model is paused:
+* no open slot any more (finalized, or every slot leased), or its model is paused
+  (or retired):
   acknowledged and deleted while the task row is still locked, so a slot reopened
   right after is published again rather than thought covered (``publish`` and
   ``republish_open`` leave a paused model's tasks out; resuming it republishes them,
@@ -113,9 +114,15 @@ return false
 _OPEN_SLOTS = (
     select(Task.id, Task.open_slots)
     .join(Model, Model.id == Task.model_id)
-    .where(Task.finalized_at.is_(None), Task.open_slots > 0, Model.paused_at.is_(None))
+    .where(
+        Task.finalized_at.is_(None),
+        Task.open_slots > 0,
+        Model.paused_at.is_(None),
+        Model.retired_at.is_(None),
+    )
 )
-"""Open tasks' slots, leaving out paused models' tasks (not claimable until resumed)."""
+"""Open tasks' slots, leaving out paused models' tasks (not claimable until resumed) and
+retired models' (never again)."""
 
 
 class _Skip(Enum):
@@ -310,7 +317,7 @@ class RedisStreamTaskQueue:
         try:
             with db.write_connection() as conn:
                 query = (
-                    select(Task.finalized_at, Task.open_slots, Model.paused_at)
+                    select(Task.finalized_at, Task.open_slots, Model.paused_at, Model.retired_at)
                     .join(Model, Model.id == Task.model_id)
                     .where(Task.id == task_id)
                 )
@@ -322,6 +329,7 @@ class RedisStreamTaskQueue:
                     or task.finalized_at is not None
                     or task.open_slots <= 0
                     or task.paused_at is not None
+                    or task.retired_at is not None
                 ):
                     # Dropped while the row is locked: a slot reopened later publishes anew.
                     self._finish(entry_id, str(task_id))

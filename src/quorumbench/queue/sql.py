@@ -13,7 +13,7 @@ unique partial index ``uq_leases_live_task_account`` makes it a guarantee: on
 PostgreSQL a lease that another runner of the same account committed after our
 snapshot can escape the query, and its INSERT then fails and the claim is retried on
 a fresh snapshot. The claim also skips the tasks of paused models
-(services/failures.py).
+(services/failures.py) and of retired ones (services/models.py).
 """
 
 from __future__ import annotations
@@ -68,12 +68,12 @@ def eligible(task: Any) -> list[ColumnElement[bool]]:
     Written for PostgreSQL's plan cache: constants are in the SQL text (so a generic
     plan can still use the partial index ``ix_tasks_claimable``), and both account
     checks are per-row index lookups that the planner cannot turn into a join over
-    all of the account's leases. A paused model's tasks are not claimable: the owner
-    lookup finds no row for it, and ``NULL != :account_id`` is not true.
+    all of the account's leases. A paused or retired model's tasks are not claimable:
+    the owner lookup finds no row for it, and ``NULL != :account_id`` is not true.
     """
     owner = (
         select(Model.owner_id)
-        .where(Model.id == task.model_id, Model.paused_at.is_(None))
+        .where(Model.id == task.model_id, Model.paused_at.is_(None), Model.retired_at.is_(None))
         .scalar_subquery()
     )
     held = select(func.count()).where(

@@ -179,14 +179,15 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
-def hub_call(what: str, call: Callable[[], _T]) -> _T:
-    """Run one Hub call; anything but a QuorumError becomes a RegistrationError."""
+def hub_call(what: str, call: Callable[[], _T], *, check: str = "file-unreadable") -> _T:
+    """Run one Hub call; anything but a QuorumError becomes a RegistrationError whose
+    ``check`` is ``check`` (a submission report's finding code)."""
     try:
         return call()
     except QuorumError:
         raise
     except Exception as exc:  # network, HTTP, auth and parsing errors alike
-        raise RegistrationError(f"cannot {what} ({_reason(exc)})") from exc
+        raise RegistrationError(f"cannot {what} ({_reason(exc)})", check=check) from exc
 
 
 @dataclass(frozen=True)
@@ -229,10 +230,15 @@ class HubCheckout:
         self.client, self.repo_id = client, ref.location
         shown = ref.canonical()
         found = hub_call(
-            f"resolve {shown} on the Hub", lambda: client.repo(ref.location, ref.revision)
+            f"resolve {shown} on the Hub",
+            lambda: client.repo(ref.location, ref.revision),
+            check="repo-unreachable",
         )
         if not (len(found.sha) == 40 and all(c in "0123456789abcdef" for c in found.sha)):
-            raise RegistrationError(f"the Hub resolved {shown} to {found.sha!r}, not a commit")
+            raise RegistrationError(
+                f"the Hub resolved {shown} to {found.sha!r}, not a commit",
+                check="repo-unreachable",
+            )
         self.sha = found.sha
         self.files = {f.name: f for f in found.files}
 

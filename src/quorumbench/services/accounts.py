@@ -291,19 +291,29 @@ def list_tokens(ctx: ServerContext, principal: Principal) -> list[TokenInfo]:
 
 
 def create_token(
-    ctx: ServerContext, principal: Principal, scopes: list[str], name: str | None = None
+    ctx: ServerContext,
+    principal: Principal,
+    scopes: list[str],
+    name: str | None = None,
+    expires_in: timedelta | None = None,
 ) -> IssuedToken:
     """A new token of ``principal``'s account with ``scopes`` (at most what it may grant,
-    :func:`grantable_scopes`); the plain text is in the answer only."""
+    :func:`grantable_scopes`), the site's form and ``POST /v0/tokens`` alike; the plain
+    text is in the answer only."""
     wanted, label = checked_token_request(principal, scopes, name)
     with ctx.db.write() as session:
-        return add_token(ctx, session, principal.account_id, wanted, name=label)
+        return add_token(
+            ctx, session, principal.account_id, wanted, name=label, expires_in=expires_in
+        )
 
 
 def revoke_own_token(ctx: ServerContext, principal: Principal, token_id: int) -> TokenInfo:
     """Revoke token ``token_id`` of ``principal``'s account (and the login sessions
-    opened with it). Another account's token is NotFoundError, as is an unknown one;
-    revoking a revoked token changes nothing."""
+    opened with it). Another account's token is NotFoundError, as is an unknown one,
+    for admins too (an operator revokes anyone's on the server machine: ``quorumbench
+    token revoke``). A credential may revoke only a token whose scopes it holds itself
+    (a runner's ``task:*`` token cannot revoke the ``model:register`` one). Revoking a
+    revoked token changes nothing."""
     with ctx.db.write() as session:
         record = session.scalars(
             select(ApiToken).where(
@@ -312,6 +322,12 @@ def revoke_own_token(ctx: ServerContext, principal: Principal, token_id: int) ->
         ).first()
         if record is None:
             raise NotFoundError(f"this account has no API token {token_id}")
+        beyond = sorted(set(record.scopes.split()) - principal.scopes)
+        if beyond and not principal.acts_as_admin:
+            raise PermissionDeniedError(
+                f"token {token_id} has {', '.join(beyond)}, which this credential does not: "
+                "revoke it with a credential that has them"
+            )
         if record.revoked_at is None:
             _revoke(ctx, session, record)
         info = TokenInfo.of(record)

@@ -141,7 +141,8 @@ def to_score(row: Any) -> Score:
 
 
 def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, Score]]:
-    """Every model with a score on an active benchmark (unranked), and the aggregates.
+    """Every model with a score on an active benchmark (unranked; retired ones left out),
+    and the aggregates.
 
     Plain Core reads on the session's connection: tens of thousands of rows, for which
     the ORM's row handling would cost more than the database.
@@ -191,9 +192,9 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
             )
         }
         models = conn.execute(
-            select(
-                Model.id, Model.name, Model.ref, Model.params, Model.license, Model.details
-            ).order_by(Model.id)
+            select(Model.id, Model.name, Model.ref, Model.params, Model.license, Model.details)
+            .where(Model.retired_at.is_(None))  # retired: off the board
+            .order_by(Model.id)
         )
         rows = [
             BoardRow(

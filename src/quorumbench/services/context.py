@@ -137,6 +137,9 @@ class ServerContext:
     rate_limiter: WriteLimits | None = None
     """Per-account write limits (``ratelimit.build_limiter``); None when
     ``QB_WRITE_RATE_LIMIT`` is empty, and in admin and reader contexts."""
+    submission_limiter: WriteLimits | None = None
+    """Per-account limits on validations and registrations (``ratelimit.count_submission``);
+    None when ``QB_SUBMISSION_RATE_LIMIT`` is empty, and in admin and reader contexts."""
     sample_subjects: dict[tuple[str, int, str], dict[str, str | None]] = field(default_factory=dict)
     """Per benchmark (name, version, data SHA-256): each sample id's subject label, or
     None for an id its data does not have; filled as pages ask (services/subjects.py)."""

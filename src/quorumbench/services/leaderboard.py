@@ -10,6 +10,9 @@ its tasks (:func:`refresh_aggregate`), and rebuilt in full at startup when the
 active benchmarks or their weights differ from those the rows were computed with
 (:func:`sync_aggregates`).
 
+A retired model (services/models.py) is on no board: every read leaves it out, and it
+takes no rank; its rows stay, as its history does.
+
 Locking on PostgreSQL: a finalization locks its per-benchmark row, then the model's
 aggregate row (always in that order, so finalizations of one model on two benchmarks
 serialize on the aggregate row and cannot deadlock), and only then reads the weights
@@ -119,6 +122,7 @@ def leaderboard(
                 raise NotFoundError(f"no active benchmark named {benchmark!r}")
             board, name = LeaderboardEntry, bench.name
             where = [LeaderboardEntry.benchmark_id == bench.id]
+        where.append(on_board(board))  # retired models are off every board
         ranked_on = list(where)  # the board: ranks ignore the filters below
         if min_samples > 0:  # (0 would add an always-true range term)
             # ``+ 0`` keeps the planner on the sort key's index (SQLite's unary-plus
@@ -151,6 +155,12 @@ def leaderboard(
             ],
             total,
         )
+
+
+def on_board(board: Board) -> ColumnElement[bool]:
+    """The rows of models that are not retired: the few retired ones are read through
+    ``ix_models_retired_at`` once per query, not looked up per row."""
+    return board.model_id.not_in(select(Model.id).where(Model.retired_at.is_not(None)))
 
 
 def board_standings(session: Session, board: Board, where: list[ColumnElement[bool]]) -> Standings:

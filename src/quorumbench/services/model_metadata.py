@@ -90,6 +90,9 @@ class ModelMetadata:
     weights_sha256: str | None
     """SHA-256 of the weights alone (see the module docstring), for duplicate detection."""
     details: dict[str, Any] = field(default_factory=dict)
+    family: str | None = None
+    """The architecture family: a checkpoint's ``model_type`` (``llama``, ``qwen2``), a
+    GGUF file's ``general.architecture``; ``None`` for adapters and endpoints."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def _pinned(location: str, revision: str | None, kind: Literal["file", "dir"]) -
     try:
         return pinned_local(location, revision, kind)
     except ModelLoadError as exc:  # the content no longer matches the pinned hash
-        raise RegistrationError(exc.message) from exc
+        raise RegistrationError(exc.message, check="ref-mismatch") from exc
 
 
 def _checkpoint_meta(
@@ -151,7 +154,11 @@ def _checkpoint_meta(
     for key in ("model_type", "vocab_size", "num_hidden_layers", "hidden_size"):
         if isinstance(config.get(key), str | int):
             details[key] = config[key]
+    auto_map = config.get("auto_map")
+    if auto_map:  # classes from the repository's own Python files (trust_remote_code)
+        details["auto_map"] = sorted(auto_map) if isinstance(auto_map, Mapping) else auto_map
     details["dtypes"] = dict(counts)
+    model_type = config.get("model_type")
     return ModelMetadata(
         ref=ref,
         name=name,
@@ -164,6 +171,7 @@ def _checkpoint_meta(
         base_ref=base_hint,
         weights_sha256=weights_sha256,
         details=details,
+        family=model_type if isinstance(model_type, str) and model_type else None,
     )
 
 
@@ -263,7 +271,8 @@ def _hub_counts(hub: HubCheckout, weights: list[str]) -> dict[str, int]:
     missing = [n for n in names if n not in hub.files]
     if missing:
         raise RegistrationError(
-            f"{hub.repo_id}@{hub.sha} has no file {missing[0]} (its index names it)"
+            f"{hub.repo_id}@{hub.sha} has no file {missing[0]} (its index names it)",
+            check="weights-missing",
         )
     return parameter_counts(hub.source(n) for n in names)
 
@@ -273,16 +282,25 @@ def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local:
     read from its safetensors headers."""
     base = config.get("base_model_name_or_path")
     if not isinstance(base, str) or not base:
-        raise RegistrationError("the adapter's adapter_config.json does not name its base model")
+        raise RegistrationError(
+            "the adapter's adapter_config.json does not name its base model",
+            check="base-not-pinned",
+        )
     if base.startswith(("/", "./", "../", "~")):
         if not allow_local:
-            raise RegistrationError(f"a Hub adapter's base must be a Hub repo, not {base!r}")
+            raise RegistrationError(
+                f"a Hub adapter's base must be a Hub repo, not {base!r}", check="base-not-pinned"
+            )
         try:
             path, digest = _pinned(base, None, "dir")
         except InvalidRefError as exc:
-            raise RegistrationError(f"the adapter's base is missing: {exc.message}") from exc
+            raise RegistrationError(
+                f"the adapter's base is missing: {exc.message}", check="base-missing"
+            ) from exc
         if (path / "adapter_config.json").is_file():
-            raise RegistrationError(f"the adapter's base {path} is itself an adapter")
+            raise RegistrationError(
+                f"the adapter's base {path} is itself an adapter", check="base-is-adapter"
+            )
         weights = weight_files(p.name for p in path.iterdir() if p.is_file())
         counts = parameter_counts(_local_safetensors(path, weights))
         return _counted(counts, ModelRef("hf", str(path), digest).canonical())
@@ -294,7 +312,8 @@ def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local:
     if pinned is None:
         raise RegistrationError(
             f'the adapter\'s base {base!r} is not pinned: set "revision" in '
-            "adapter_config.json to the base model's 40-hex commit"
+            "adapter_config.json to the base model's 40-hex commit",
+            check="base-not-pinned",
         )
     if hub is not None:
         return _hub_base(hub, pinned)
@@ -303,9 +322,16 @@ def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local:
 
 
 def _hub_base(client: HubClient, pinned: ModelRef) -> _Base:
-    found = HubCheckout(client, pinned)
+    try:
+        found = HubCheckout(client, pinned)
+    except RegistrationError as exc:
+        raise RegistrationError(
+            f"the adapter's base cannot be read: {exc.message}", check="base-unreachable"
+        ) from exc
     if "adapter_config.json" in found.files:
-        raise RegistrationError(f"the adapter's base {pinned} is itself an adapter")
+        raise RegistrationError(
+            f"the adapter's base {pinned} is itself an adapter", check="base-is-adapter"
+        )
     return _counted(_hub_counts(found, weight_files(found.files)), pinned.canonical())
 
 
@@ -314,7 +340,9 @@ def _local_hf(ref: ModelRef, hub: HubClient | None) -> ModelMetadata:
     pinned = ModelRef("hf", str(path), digest)
     weights = weight_files(p.name for p in path.iterdir() if p.is_file())
     if not weights:
-        raise RegistrationError(f"{path} holds no model weights (*.safetensors or *.bin)")
+        raise RegistrationError(
+            f"{path} holds no model weights (*.safetensors or *.bin)", check="weights-missing"
+        )
     safetensors = _local_safetensors(path, weights)
     counts = parameter_counts(safetensors)
     weights_sha = weights_digest((w, file_sha256(path / w)) for w in weights)
@@ -327,12 +355,16 @@ def _local_hf(ref: ModelRef, hub: HubClient | None) -> ModelMetadata:
     details: dict[str, Any] = {"kind": "checkpoint", "source": "local", "files": weights}
     if not safetensors:
         details["params_unknown"] = "only pickled *.bin weights; their headers are not read"
+        details["weights_bytes"] = sum((path / w).stat().st_size for w in weights)
     if (path / "adapter_config.json").is_file():
         config = read_json(path / "adapter_config.json")
         base = _adapter_base(config, hub, allow_local=True)
         return _adapter_meta(pinned, path.name, config, counts, card, weights_sha, base, details)
     if not (path / "config.json").is_file():
-        raise RegistrationError(f"{path} has no config.json; it is not a transformers checkpoint")
+        raise RegistrationError(
+            f"{path} has no config.json; it is not a transformers checkpoint",
+            check="config-missing",
+        )
     config = read_json(path / "config.json")
     return _checkpoint_meta(pinned, path.name, config, counts, card, weights_sha, details)
 
@@ -344,7 +376,8 @@ def _gguf_meta(
     if split:
         raise RegistrationError(
             f"{ref.canonical()} is one part of a GGUF model split into {split} files; "
-            "split GGUF models are not supported (a runner loads one file)"
+            "split GGUF models are not supported (a runner loads one file)",
+            check="gguf-split",
         )
     details.update(info.details)
     return ModelMetadata(
@@ -359,6 +392,7 @@ def _gguf_meta(
         base_ref=info.base_model,
         weights_sha256=sha256,
         details=details,
+        family=info.architecture,
     )
 
 
@@ -368,11 +402,14 @@ def _hub_hf(ref: ModelRef, client: HubClient) -> ModelMetadata:
     name = ref.location.rpartition("/")[2]
     weights = weight_files(hub.files)
     if not weights:
-        raise RegistrationError(f"{pinned} holds no model weights (*.safetensors or *.bin)")
+        raise RegistrationError(
+            f"{pinned} holds no model weights (*.safetensors or *.bin)", check="weights-missing"
+        )
     weights_sha = weights_digest((w, hub.sha256(w)) for w in weights)
     details: dict[str, Any] = {"kind": "checkpoint", "source": "hub", "files": weights}
     if not any(w.endswith(".safetensors") for w in weights):
         details["params_unknown"] = "only pickled *.bin weights; their headers are not read"
+        details["weights_bytes"] = sum(hub.files[w].size or 0 for w in weights)
     if "adapter_config.json" in hub.files:
         config = hub.small_json("adapter_config.json")
         base = _adapter_base(config, client, allow_local=False)
@@ -380,7 +417,8 @@ def _hub_hf(ref: ModelRef, client: HubClient) -> ModelMetadata:
         return _adapter_meta(pinned, name, config, counts, hub.card(), weights_sha, base, details)
     if "config.json" not in hub.files:
         raise RegistrationError(
-            f"{pinned} has no config.json; for a GGUF file use gguf:{ref.location}/<file>.gguf"
+            f"{pinned} has no config.json; for a GGUF file use gguf:{ref.location}/<file>.gguf",
+            check="config-missing",
         )
     config = hub.small_json("config.json")
     counts = _hub_counts(hub, weights)
@@ -395,7 +433,9 @@ def _hub_gguf(ref: ModelRef, client: HubClient) -> ModelMetadata:
     pinned = ModelRef("gguf", ref.location, hub.sha, filename=ref.filename)
     file = hub.files.get(ref.filename)
     if file is None:
-        raise RegistrationError(f"{ref.location} has no file {ref.filename} at {hub.sha}")
+        raise RegistrationError(
+            f"{ref.location} has no file {ref.filename} at {hub.sha}", check="weights-missing"
+        )
     details: dict[str, Any] = {"kind": "gguf", "source": "hub", "file": file.name}
     info = read_gguf_header(hub.source(file.name))
     meta = _gguf_meta(pinned, info, hub.sha256(file.name), details)
@@ -442,7 +482,8 @@ def inspect_model(ref_text: str, *, hub: HubClient | None = None) -> ModelMetada
     if ref.scheme not in BUILTIN_SCHEMES:
         raise RegistrationError(
             f"the server cannot inspect {ref.scheme}: models (a backend plugin's or the "
-            "mock's scheme); it registers hf:, gguf:, bundled: and openai: models"
+            "mock's scheme); it registers hf:, gguf:, bundled: and openai: models",
+            check="scheme-unsupported",
         )
     if ref.scheme == "openai":
         details = {"kind": "endpoint", "endpoint": ref.location}

@@ -1,164 +1,49 @@
-"""The model registry: register by ref, with metadata and the rules that can refuse.
+"""The model registry: register by ref, list, look up, retire; the owner's own models.
 
-A registration is refused, with the reason, when:
+Registering goes through the submission report (``services/submissions``): a
+registration is refused exactly when the report has an error, with the first error's
+problem (``docs/submitting.md`` lists every check), and the caller's own repeat of a
+registered ref answers with that model. Only refs, metadata and numbers are stored;
+the server never downloads or stores a model's weights (it reads headers).
 
-* the ref (after pinning) or the weights' hash is registered already (the error
-  points at the existing model);
-* the model has more parameters than ``max_params`` (a LoRA adapter: with its base's,
-  :func:`~quorumbench.services.model_metadata.model_size`);
-* the account registered ``registrations_per_week`` models in the last 7 days;
-* the account has not "earned its submit": fewer than ``quota_evaluations``
-  accepted results (counted, not outliers, on tasks that finalized DONE) on other
-  people's models in the last ``quota_window_hours`` (:func:`quota`);
-* the parameter count cannot be determined (the size limit could not be checked);
-* the ref is a path on the server's own disk (development refs are admin-only);
-* the ref is an ``openai:`` endpoint whose host resolves to a loopback, private,
-  link-local, metadata or otherwise non-public address (every volunteer's runner would
-  call it from its own machine): checked before anything is inspected, for admins too,
-  unless ``allow_private_endpoints`` is set (evaluation/endpoints.py).
-
-Admins (a token of an admin account with the ``admin`` scope) are exempt from the
-quota, the rate limit and the two before the last. Only refs, metadata and numbers are
-stored; the server never downloads or stores a model's weights (it reads headers).
+A **retired** model (its owner's or an admin's ``retire_model``) leaves the board
+and the schedule: the boards (``services/leaderboard.py``, ``services/board.py``)
+leave it out, the scheduler makes no task for it, and its open tasks are offered to
+no runner. Its tasks, results and log entries stay, and so do its page and its task
+pages; ``quorumbench verify`` accepts it missing from the board because the server
+says it is retired (``GET /v0/models/{id}``).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal
 
-from sqlalchemy import func, or_, select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select, true
 
-from quorumbench.db.models import Model, Result, Task
-from quorumbench.errors import (
-    DuplicateModelError,
-    NotFoundError,
-    QuotaNotEarnedError,
-    RateLimitedError,
-    RegistrationError,
-)
-from quorumbench.evaluation.endpoints import Resolver, check_endpoint
-from quorumbench.evaluation.refs import parse_ref
+from quorumbench.db.models import LeaderboardAggregate, LeaderboardEntry, Model, Task
+from quorumbench.errors import NotFoundError
+from quorumbench.evaluation.endpoints import Resolver
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
-from quorumbench.services.model_metadata import ModelMetadata, inspect_model, model_size
+from quorumbench.services.quota import QuotaStatus, quota
+from quorumbench.services.submissions import Inspector, Submission, register_submission
 
-Inspector = Callable[[str], ModelMetadata]
-LOCAL_PREFIXES = ("/", "./", "../", "~")
-WEEK = timedelta(days=7)
+__all__ = [
+    "ModelStatus",
+    "OwnedModel",
+    "QuotaStatus",
+    "Retired",
+    "get_model",
+    "list_models",
+    "owned_models",
+    "quota",
+    "register_model",
+    "retire_model",
+]
 
-
-def _existing(session: Session, ref: str, weights: str | None) -> Model | None:
-    condition = Model.ref == ref
-    if weights:
-        condition = or_(condition, Model.weights_sha256 == weights)
-    return session.scalars(select(Model).where(condition)).first()
-
-
-def quota(ctx: ServerContext, principal: Principal) -> dict[str, Any]:
-    """Where the account stands with the registration limits (``GET /v0/me/quota``).
-
-    An accepted evaluation is a counted result, not an outlier, on a task of another
-    account's model that finalized DONE, submitted in the last ``quota_window_hours``.
-    """
-    settings = ctx.settings
-    now = ctx.now()
-    with ctx.db.read() as session:
-        recent = session.scalar(
-            select(func.count())
-            .select_from(Model)
-            .where(Model.owner_id == principal.account_id, Model.created_at > now - WEEK)
-        )
-        earned = session.scalar(
-            select(func.count())
-            .select_from(Result)
-            .join(Task, Task.id == Result.task_id)
-            .join(Model, Model.id == Task.model_id)
-            .where(
-                Result.account_id == principal.account_id,
-                Result.counted,
-                Result.outlier.is_(False),
-                Task.status == TaskStatus.DONE,
-                Model.owner_id != principal.account_id,
-                Result.submitted_at > now - timedelta(hours=settings.quota_window_hours),
-            )
-        )
-    recent, earned = recent or 0, earned or 0
-    exempt = principal.acts_as_admin
-    return {
-        "accepted_evaluations": earned,
-        "evaluations_needed": 0 if exempt else max(0, settings.quota_evaluations - earned),
-        "window_hours": settings.quota_window_hours,
-        "registrations_last_7_days": recent,
-        "registrations_per_week": settings.registrations_per_week,
-        "exempt": exempt,
-        "can_register": exempt
-        or (earned >= settings.quota_evaluations and recent < settings.registrations_per_week),
-    }
-
-
-def _check_limits(ctx: ServerContext, principal: Principal) -> None:
-    if principal.acts_as_admin:
-        return
-    settings = ctx.settings
-    status = quota(ctx, principal)
-    recent = status["registrations_last_7_days"]
-    if recent >= settings.registrations_per_week:
-        wait = _registration_wait(ctx, principal, recent)
-        when = f"; the next one is possible in {wait} s" if wait is not None else ""
-        raise RateLimitedError(
-            f"this account registered {recent} models in the last 7 days; the limit is "
-            f"{settings.registrations_per_week} per week{when}",
-            retry_after=wait,
-        )
-    needed = status["evaluations_needed"]
-    if needed:
-        raise QuotaNotEarnedError(
-            f"earn your submit: registering needs {settings.quota_evaluations} accepted "
-            "evaluations (results that agreed with a DONE consensus) of other people's "
-            f"models in the last {settings.quota_window_hours} h; this account has "
-            f"{status['accepted_evaluations']}, so {needed} more "
-            f"{'is' if needed == 1 else 'are'} still needed: run a runner "
-            "(quorumbench runner start) and register once they are accepted "
-            "(GET /v0/me/quota shows where the account stands)",
-            accepted_evaluations=status["accepted_evaluations"],
-            evaluations_needed=needed,
-        )
-
-
-def _registration_wait(ctx: ServerContext, principal: Principal, recent: int) -> int | None:
-    """Seconds until enough of the account's registrations leave the 7-day window for one
-    more to fit (the oldest one, when the account is at the limit); None if none will."""
-    now = ctx.now()
-    leaving = recent - ctx.settings.registrations_per_week  # 0: the oldest one
-    with ctx.db.read() as session:
-        created: datetime | None = session.scalars(
-            select(Model.created_at)
-            .where(Model.owner_id == principal.account_id, Model.created_at > now - WEEK)
-            .order_by(Model.created_at, Model.id)
-            .offset(leaving)
-            .limit(1)
-        ).first()
-    if created is None:  # registrations_per_week is 0: none ever fits
-        return None
-    return max(1, math.ceil((created + WEEK - now).total_seconds()))
-
-
-def _check_endpoint(ctx: ServerContext, ref_text: str, resolve: Resolver | None) -> None:
-    """Refuse an ``openai:`` endpoint on a non-public address, before any inspection."""
-    ref = parse_ref(ref_text, allow_moving=True)
-    if ref.scheme != "openai":
-        return
-    allow = ctx.settings.allow_private_endpoints
-    if resolve is None:
-        check_endpoint(ref.location, allow_private=allow)
-    else:
-        check_endpoint(ref.location, allow_private=allow, resolve=resolve)
+ModelStatus = Literal["pending", "ranked", "disputed", "paused", "retired"]
 
 
 def register_model(
@@ -167,80 +52,19 @@ def register_model(
     ref_text: str,
     *,
     name: str | None = None,
+    family: str | None = None,
     inspector: Inspector | None = None,
     resolve: Resolver | None = None,
 ) -> Model:
-    """Register a model for ``principal``; see the module docstring for refusals.
+    """Register a model for ``principal`` (or return the caller's own model registered
+    under this ref before); see :func:`~quorumbench.services.submissions.register_submission`.
 
     ``resolve`` replaces the DNS lookup of an ``openai:`` endpoint's host (tests).
     """
-    principal.require("model:register")
-    _check_limits(ctx, principal)
-    inspect = inspector or ctx.inspector or inspect_model
-    if not principal.acts_as_admin and ref_text.split(":", 1)[-1].startswith(LOCAL_PREFIXES):
-        raise RegistrationError(
-            "only an admin may register a path on the server's disk; register a Hub ref "
-            "(hf:owner/name@commit) or an openai: endpoint"
-        )
-    _check_endpoint(ctx, ref_text, resolve)
-    meta = inspect(ref_text)
-    ref = meta.ref.canonical()
-    size = model_size(meta.params, meta.details).effective_params  # an adapter: with its base
-    if size is None and meta.ref.scheme != "openai" and not principal.acts_as_admin:
-        reason = (
-            meta.details.get("params_unknown")
-            or meta.details.get("base_params_unknown")
-            or "its weights could not be inspected"
-        )
-        raise RegistrationError(
-            f"cannot check the size limit of {ref}: the parameter count is unknown ({reason})"
-        )
-    if size is not None and size > ctx.settings.max_params:
-        adapter = " with its base" if size != meta.params else ""
-        raise RegistrationError(
-            f"{ref} has {size:,} parameters{adapter}; this server accepts at most "
-            f"{ctx.settings.max_params:,}"
-        )
-    with ctx.db.read() as session:
-        existing = _existing(session, ref, meta.weights_sha256)
-    if existing is not None:
-        raise _duplicate(existing, ref, meta.weights_sha256)
-    try:
-        with ctx.db.write() as session:
-            model = Model(
-                ref=ref,
-                name=name or meta.name,
-                owner_id=principal.account_id,
-                revision=meta.ref.revision or "",
-                weights_sha256=meta.weights_sha256,
-                params=meta.params,
-                architecture=meta.architecture,
-                context_length=meta.context_length,
-                dtype=meta.dtype,
-                quantization=meta.quantization,
-                license=meta.license,
-                base_ref=meta.base_ref,
-                details=meta.details,
-                active=True,
-                created_at=ctx.now(),
-            )
-            session.add(model)
-            session.flush()
-    except IntegrityError as exc:  # a concurrent registration of the same model won
-        with ctx.db.read() as session:
-            existing = _existing(session, ref, meta.weights_sha256)
-        if existing is None:
-            raise
-        raise _duplicate(existing, ref, meta.weights_sha256) from exc
-    return model
-
-
-def _duplicate(existing: Model, ref: str, weights: str | None) -> DuplicateModelError:
-    if existing.ref == ref:
-        why = f"{ref} is registered already"
-    else:
-        why = f"the weights of {ref} (sha256 {weights}) are registered already as {existing.ref}"
-    return DuplicateModelError(f"{why}: model {existing.id} ({existing.name})", existing.id)
+    submission = Submission(ref_text, name, family)
+    return register_submission(
+        ctx, principal, submission, inspector=inspector, resolve=resolve
+    ).model
 
 
 def get_model(ctx: ServerContext, model_id: int) -> Model:
@@ -258,3 +82,102 @@ def list_models(ctx: ServerContext, *, limit: int = 100, after_id: int = 0) -> l
                 select(Model).where(Model.id > after_id).order_by(Model.id).limit(limit)
             )
         )
+
+
+@dataclass(frozen=True)
+class Retired:
+    model: Model
+    changed: bool
+    """False when it was retired already."""
+
+
+def retire_model(ctx: ServerContext, principal: Principal, model_id: int) -> Retired:
+    """Retire a model (its owner with ``model:register``, or an ``admin`` request).
+
+    Anyone else's model is answered as missing (NotFoundError), so nobody learns which
+    ids belong to whom. Retiring twice changes nothing the second time.
+    """
+    principal.require("model:register")
+    with ctx.db.write() as session:
+        model = session.get(Model, model_id, with_for_update=ctx.db.dialect == "postgresql")
+        if model is None or (
+            model.owner_id != principal.account_id and not principal.acts_as_admin
+        ):
+            raise NotFoundError(f"you have no model {model_id}")
+        changed = model.retired_at is None
+        if changed:
+            model.retired_at = ctx.now()
+            model.active = False
+        session.flush()
+    if changed and ctx.boards is not None:  # the pages' kept boards: off them at once
+        ctx.boards.clear()
+    return Retired(model, changed)
+
+
+@dataclass(frozen=True)
+class OwnedModel:
+    """One of the caller's models, with where it stands."""
+
+    model: Model
+    status: ModelStatus
+    """``retired``, else ``paused``, else ``ranked`` (a score on an active benchmark),
+    else ``disputed`` (no score, a task DISPUTED), else ``pending`` (its first tasks)."""
+    tasks_done: int
+    tasks_disputed: int
+    """DISPUTED: final after the last round, or requeued to fresh runners."""
+    tasks_open: int
+    """Not finalized yet."""
+    aggregate_complete: bool
+    """It has a score on every active benchmark (a rank on the aggregate board)."""
+
+
+def owned_models(ctx: ServerContext, principal: Principal) -> list[OwnedModel]:
+    """The caller's account's models, newest first, each with its status."""
+    with ctx.db.read() as session:
+        models = list(
+            session.scalars(
+                select(Model)
+                .where(Model.owner_id == principal.account_id)
+                .order_by(Model.id.desc())
+            )
+        )
+        ids = [m.id for m in models]
+        counts: dict[tuple[int, str], int] = {}
+        for model_id, task_status, finalized, n in session.execute(
+            select(Task.model_id, Task.status, Task.finalized_at.is_not(None), func.count())
+            .where(Task.model_id.in_(ids))
+            .group_by(Task.model_id, Task.status, Task.finalized_at.is_not(None))
+        ):
+            for key in (str(task_status), "final" if finalized else "open"):
+                counts[model_id, key] = counts.get((model_id, key), 0) + n
+        scored = set(
+            session.scalars(
+                select(LeaderboardEntry.model_id).where(LeaderboardEntry.model_id.in_(ids))
+            )
+        )
+        complete = set(
+            session.scalars(
+                select(LeaderboardAggregate.model_id).where(
+                    LeaderboardAggregate.model_id.in_(ids), LeaderboardAggregate.complete == true()
+                )
+            )
+        )
+    out = []
+    for m in models:
+        done = counts.get((m.id, str(TaskStatus.DONE)), 0)
+        disputed = counts.get((m.id, str(TaskStatus.DISPUTED)), 0)
+        status: ModelStatus
+        if m.retired_at is not None:
+            status = "retired"
+        elif m.paused_at is not None:
+            status = "paused"
+        elif m.id in scored:
+            status = "ranked"
+        elif disputed:
+            status = "disputed"
+        else:
+            status = "pending"
+        out.append(
+            OwnedModel(m, status, done, disputed, counts.get((m.id, "open"), 0), m.id in complete)
+        )
+    return out

@@ -28,26 +28,33 @@ from quorumbench.services.context import ServerContext
 class WriteLimiter:
     limiter: FixedWindowRateLimiter
     items: tuple[RateLimitItem, ...]
+    namespace: str = "writes"
+    """Whose windows these are (each limiter counts apart)."""
+    what: str = "writes"
+    """What is counted, as the 429's detail names it."""
 
     def hit(self, account_id: int) -> None:
         """Count one write for the account; RateLimitedError (429) when over a limit."""
         for item in self.items:
-            if not self.limiter.hit(item, "writes", str(account_id)):
-                stats = self.limiter.get_window_stats(item, "writes", str(account_id))
+            if not self.limiter.hit(item, self.namespace, str(account_id)):
+                stats = self.limiter.get_window_stats(item, self.namespace, str(account_id))
                 wait = max(1, math.ceil(stats.reset_time - time.time()))
                 raise RateLimitedError(
-                    f"too many writes from this account: the limit is {item}; retry in {wait} s",
+                    f"too many {self.what} from this account: the limit is {item}; "
+                    f"retry in {wait} s",
                     retry_after=wait,
                 )
 
 
-def build_limiter(spec: str, storage_uri: str) -> WriteLimiter:
+def build_limiter(
+    spec: str, storage_uri: str, *, namespace: str = "writes", what: str = "writes"
+) -> WriteLimiter:
     try:
         items = tuple(parse_many(spec))
         storage = storage_from_string(storage_uri)
     except (ValueError, ConfigError) as exc:
         raise ConfigError(f"invalid rate limit settings {spec!r} / {storage_uri!r}: {exc}") from exc
-    return WriteLimiter(FixedWindowRateLimiter(storage), items)
+    return WriteLimiter(FixedWindowRateLimiter(storage), items, namespace, what)
 
 
 def count_write(ctx: ServerContext, principal: Principal) -> None:
@@ -61,3 +68,16 @@ def count_write(ctx: ServerContext, principal: Principal) -> None:
             "only the server's context (build_context) builds it"
         )
     ctx.rate_limiter.hit(principal.account_id)
+
+
+def count_submission(ctx: ServerContext, principal: Principal) -> None:
+    """Count a validation or registration by ``principal`` against
+    ``QB_SUBMISSION_RATE_LIMIT`` (each one reads the Hub); admin requests are exempt."""
+    if principal.acts_as_admin or not ctx.settings.submission_rate_limit:
+        return
+    if ctx.submission_limiter is None:
+        raise ConfigError(
+            "this context holds no submission limiter although QB_SUBMISSION_RATE_LIMIT "
+            "is set: only the server's context (build_context) builds it"
+        )
+    ctx.submission_limiter.hit(principal.account_id)

@@ -201,8 +201,9 @@ class TickReport:
     """Settled tasks published after their canary window passed."""
 
 
-SCHEDULED = (Model.active, Model.paused_at.is_(None))
-"""Models that get tasks: registered and active, not paused (their tasks kept failing)."""
+SCHEDULED = (Model.active, Model.paused_at.is_(None), Model.retired_at.is_(None))
+"""Models that get tasks: registered and active, not paused (their tasks kept failing),
+not retired."""
 
 
 def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:

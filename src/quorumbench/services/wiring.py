@@ -96,6 +96,18 @@ def write_limits(settings: ServerSettings) -> WriteLimits | None:
     return build_limiter(settings.write_rate_limit, settings.rate_limit_storage)
 
 
+def submission_limits(settings: ServerSettings) -> WriteLimits | None:
+    """The per-account limits on validations and registrations (None: no limit)."""
+    if not settings.submission_rate_limit:
+        return None
+    return build_limiter(
+        settings.submission_rate_limit,
+        settings.rate_limit_storage,
+        namespace="submissions",
+        what="validations and registrations",
+    )
+
+
 def build_context(
     settings: ServerSettings, *, datasets_dir: Path | None = None, migrate: bool = True
 ) -> ServerContext:
@@ -106,6 +118,7 @@ def build_context(
     Without ``migrate`` (a database another context has made current) the schema and
     the log are left as they are: the log's key is only read."""
     limits = write_limits(settings)
+    submissions = submission_limits(settings)
     db = open_database(settings, create=True)
     try:
         created = migrate and check_schema(db, create=True, migrate=True) is None
@@ -116,6 +129,7 @@ def build_context(
             utc_now,
             datasets_dir,
             rate_limiter=limits,
+            submission_limiter=submissions,
             created=created,
         )
     except BaseException:

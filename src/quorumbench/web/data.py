@@ -134,6 +134,7 @@ def model_dict(view: ModelView) -> dict[str, Any]:
         "subjects": {name: [asdict(s) for s in rows] for name, rows in view.subjects.items()},
         "paused_at": _time(view.paused_at),
         "paused_reason": view.paused_reason,
+        "retired_at": _time(view.retired_at),
         "failures": [failure_dict(f) for f in view.failures],
         "depths": {name: asdict(d) for name, d in sorted(view.depths.items())},
     }

@@ -1,7 +1,7 @@
 """A paused model's tasks are not claimable, on every queue backend, and resuming it
 makes them claimable again (through the Redis stream too: its entries are dropped
-while it is paused and published again on resume). The claim keeps using the
-partial index ``ix_tasks_claimable``."""
+while it is paused and published again on resume). A retired model's are never
+claimable again. The claim keeps using the partial index ``ix_tasks_claimable``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from quorumbench.queue.redis_streams import RedisStreamTaskQueue
 from quorumbench.queue.sql import _QUEUE_ORDER_PLAN, SqlTaskQueue
 from quorumbench.services.accounts import DEFAULT_SCOPES, Principal
 from quorumbench.services.failures import report_failure, resume_model
+from quorumbench.services.models import retire_model
 
 from .conftest import QUORUM, World
 
@@ -71,6 +72,24 @@ def test_a_paused_models_tasks_are_not_claimable_until_it_is_resumed(world: Worl
     assert again is not None and again.task_id in (paused_task, open_task)
 
 
+def test_a_retired_models_tasks_are_never_claimable_again(world: World) -> None:
+    owner, runner = world.account(), world.account()
+    retired_task, open_task = world.tasks(owner, count=2)
+    model_id = _model_of(world, retired_task)
+    retired = retire_model(world.ctx, _owner(world, owner), model_id)
+    assert retired.changed and retired.model.retired_at is not None
+    claim = world.claim(runner)
+    assert claim is not None and claim.task_id == open_task
+    assert world.claim(runner) is None
+    assert world.claim(world.account()) is not None  # the open one, for another account
+    assert world.task(retired_task).open_slots == QUORUM  # nothing taken from it
+    if isinstance(world.queue, RedisStreamTaskQueue):
+        world.queue.republish_open()  # the scheduler's tick leaves it out
+        assert world.queue.redis.hget(world.queue.counts, str(retired_task)) is None
+    assert world.claim(world.account()) is not None  # still the open task's slots only
+    assert world.task(retired_task).open_slots == QUORUM
+
+
 def test_failure_reports_pause_a_model_and_its_task_stops_being_offered(world: World) -> None:
     owner = world.account()
     (task_id,) = world.tasks(owner)
@@ -109,6 +128,6 @@ def test_the_claim_still_walks_the_claimable_index(world: World) -> None:
             )
         conn.rollback()
     assert "ix_tasks_claimable" in plan, plan
-    assert "paused_at IS NULL" in str(compiled)
+    assert "paused_at IS NULL" in str(compiled) and "retired_at IS NULL" in str(compiled)
     with world.db.read() as session:  # nothing was taken
         assert set(session.scalars(select(Task.open_slots))) == {QUORUM}

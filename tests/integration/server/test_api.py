@@ -223,10 +223,20 @@ def test_a_result_for_other_samples_is_rejected(api, people):
 
 def test_registration_refusals_say_why(api, people, ctx):
     first = register(api, people, hub_ref(10)).json()
+    again = register(api, people, hub_ref(10))  # the owner's own repeat: the same model
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
     body = assert_problem(
-        register(api, people, hub_ref(10)), 409, "duplicate-model", "registered already"
+        register(api, people, hub_ref(10), who="r1"), 409, "duplicate-model", "registered already"
     )
     assert body["existing_model_id"] == first["id"]
+    assert body["report"]["existing"] == {
+        "id": first["id"],
+        "ref": first["ref"],
+        "name": first["name"],
+        "url": f"/models/{first['id']}",
+        "yours": False,
+        "retired": False,
+    }
     same_weights = first["weights_sha256"]
     ctx.inspector = lambda ref: fake_metadata(ref, weights=same_weights)
     assert_problem(register(api, people, hub_ref(11)), 409, "duplicate-model", "weights")

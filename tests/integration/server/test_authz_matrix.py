@@ -17,8 +17,9 @@ Every case: no 2xx (or redirect) unless the caller holds the declared scope and 
 the target (or the endpoint is public, or the caller acts as admin); anonymous gets
 401, a missing scope 403 naming it, someone else on alice's lease, runner or keys
 403 or 404; a refused request changes no row, and no request by anyone but alice
-changes alice's rows. Every route of the app must have a row in :data:`VARIANTS`
-(``test_every_route_is_in_the_matrix``): a new endpoint cannot slip past.
+changes alice's rows (but an admin's moderation: retiring her model). Every route
+of the app must have a row in :data:`VARIANTS` (``test_every_route_is_in_the_matrix``):
+a new endpoint cannot slip past.
 """
 
 from __future__ import annotations
@@ -168,6 +169,8 @@ class Facts:
     epoch: int = 0
     pull_key: str = "alice-pull-0001"
     refresh_token: str = ""
+    spare_token: int = 0
+    """An API token of alice's with ``task:pull`` only (revoked by the matrix)."""
     fresh_key: SigningKey = field(default_factory=SigningKey.generate)
 
     def alice_key_id(self) -> str:
@@ -211,6 +214,7 @@ def _build_world(client: TestClient, ctx: ServerContext, facts: Facts) -> None:
         create_account(ctx, name)
         facts.tokens[name] = issue_token(ctx, name, name="full").token
     facts.tokens["admin"] = issue_token(ctx, "admin", scopes=("admin",)).token
+    facts.spare_token = issue_token(ctx, OWNER, scopes=("task:pull",), name="spare").record.id
     with ctx.db.read_connection() as conn:
         facts.accounts = dict(conn.exec_driver_sql("SELECT name, id FROM accounts").all())
     for who in (OWNER, "bob", "carol", "dave", "admin"):
@@ -360,6 +364,7 @@ class Matrix:
         overrides = {
             "registrations_per_week": 1000,
             "write_rate_limit": "",
+            "submission_rate_limit": "",
             "epoch_task_budget": TASKS,
             "oauth_providers": [PROVIDER],
         }
@@ -466,6 +471,8 @@ class Variant:
     rule: Rule | None = None
     check: Callable[[Facts, Caller, httpx.Response], None] | None = None
     mounted: bool = True  # False: a route the app must not serve with these settings
+    moderated: bool = False
+    """An admin may change alice's rows through it (moderation: retiring her model)."""
 
     @property
     def id(self) -> str:
@@ -606,6 +613,47 @@ def local_path_rule(caller: Caller) -> tuple[bool, Expect] | None:
     return False, Expect(frozenset({422}), ("admin",))
 
 
+def own_account_only(facts: Facts, caller: Caller, answer: httpx.Response) -> None:
+    """The account's own page data: its name, and nothing of alice's for anyone else."""
+    if answer.is_success:
+        assert answer.json()["name"] == caller.account, answer.text[:300]
+        if caller.account != OWNER:
+            for ref in (facts.refs["A1"], facts.refs["A2"], "alice-box", "spare"):
+                assert ref not in answer.text, f"alice's {ref} leaked"
+
+
+def own_models_only(facts: Facts, caller: Caller, answer: httpx.Response) -> None:
+    if answer.is_success:
+        owner = facts.accounts[caller.account or OWNER]
+        assert all(m["model"]["owner_id"] == owner for m in answer.json()), answer.text[:300]
+
+
+def own_tokens_only(facts: Facts, caller: Caller, answer: httpx.Response) -> None:
+    if answer.is_success and caller.account != OWNER:
+        assert all(t["name"] != "spare" for t in answer.json()), "alice's tokens leaked"
+        assert "qb_" not in answer.text.replace('"prefix":"qb_', ""), "a token leaked"
+
+
+def new_token_rule(caller: Caller) -> tuple[bool, Expect] | None:
+    """A new token with ``task:pull``: only for a credential that holds it."""
+    if caller.account is None:
+        return None
+    if caller.holds("task:pull"):
+        return True, Expect(frozenset({201}))
+    return False, Expect(frozenset({403}), ("task:pull",))
+
+
+def revoke_token_rule(caller: Caller) -> tuple[bool, Expect] | None:
+    """alice's ``task:pull`` token: alice with that scope; anyone else (an admin too) 404."""
+    if caller.account is None:
+        return None
+    if caller.account != OWNER:
+        return False, Expect(frozenset({404}))
+    if caller.holds("task:pull"):
+        return True, Expect(frozenset({204}))
+    return False, Expect(frozenset({403}), ("task:pull",))
+
+
 def login(scopes: list[str] | None, token: str = OWNER) -> Callable[[Facts, Caller], Request]:
     def build(facts: Facts, caller: Caller) -> Request:
         body: dict[str, Any] = {"api_token": facts.tokens[token]}
@@ -731,7 +779,7 @@ VARIANTS: list[Variant] = [
         "alice's ref again",
         REGISTER,
         register_model(None),
-        ok=frozenset({409}),
+        ok=frozenset({200}),  # alice's own repeat: her model, unchanged
         owned=True,
         cross=frozenset({409}),
     ),
@@ -743,6 +791,23 @@ VARIANTS: list[Variant] = [
         register_model(LOCAL_REF),
         ok=frozenset({201}),
         rule=local_path_rule,
+    ),
+    Variant(
+        "POST",
+        "/v0/submissions/validate",
+        "a new ref",
+        REGISTER,
+        lambda facts, caller: Request("/v0/submissions/validate", None, {"ref": hub_ref(98)}),
+    ),
+    Variant(
+        "POST",
+        "/v0/models/{model_id}/retire",
+        "alice's",
+        REGISTER,
+        lambda facts, caller: Request(f"/v0/models/{facts.models['A1']}/retire"),
+        owned=True,
+        cross=frozenset({200, 404}),  # an admin may retire it; anyone else gets 404
+        moderated=True,
     ),
     Variant("GET", "/v0/models", "all", PUBLIC, fixed("/v0/models")),
     Variant(
@@ -932,6 +997,27 @@ VARIANTS: list[Variant] = [
     ),
     Variant("GET", "/v0/me", "own", ANY, fixed("/v0/me"), check=who_am_i),
     Variant("GET", "/v0/me/quota", "own", ANY, fixed("/v0/me/quota")),
+    Variant("GET", "/v0/me/account", "own", ANY, fixed("/v0/me/account"), check=own_account_only),
+    Variant("GET", "/v0/me/models", "own", ANY, fixed("/v0/me/models"), check=own_models_only),
+    # the account's API tokens
+    Variant("GET", "/v0/tokens", "own", ANY, fixed("/v0/tokens"), check=own_tokens_only),
+    Variant(
+        "POST",
+        "/v0/tokens",
+        "a task:pull token",
+        ANY,
+        lambda facts, caller: Request("/v0/tokens", None, {"name": "new", "scopes": ["task:pull"]}),
+        ok=frozenset({201}),
+        rule=new_token_rule,
+    ),
+    Variant(
+        "DELETE",
+        "/v0/tokens/{token_id}",
+        "alice's task:pull token",
+        ANY,
+        lambda facts, caller: Request(f"/v0/tokens/{facts.spare_token}"),
+        rule=revoke_token_rule,
+    ),
     # the site's pages (server-rendered, public)
     Variant("GET", "/", "leaderboard", PUBLIC, fixed("/")),
     Variant(
@@ -1148,7 +1234,8 @@ async def check_case(
             assert after == matrix.pristine, (
                 f"a refused request changed rows ({where}): {diff(matrix.pristine, after)}"
             )
-        if caller.account != OWNER and not variant.in_body:
+        moderator = variant.moderated and caller.holds("admin")
+        if caller.account != OWNER and not variant.in_body and not moderator:
             mine, now = alice_rows(matrix.pristine, facts), alice_rows(after, facts)
             assert mine == now, f"changed alice's rows ({where}): {diff(mine, now)}"
         if variant.check is not None:

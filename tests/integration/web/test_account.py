@@ -11,9 +11,8 @@ import pytest
 from nacl.signing import SigningKey
 from sqlalchemy import select, update
 
-from quorumbench.db.models import ApiToken, Benchmark, Epoch, Model, Runner, Task, WebFormUse
+from quorumbench.db.models import ApiToken, Model, Runner, WebFormUse
 from quorumbench.errors import NotFoundError, PermissionDeniedError
-from quorumbench.protocol import TaskStatus
 from quorumbench.services import runner_keys, web_sessions
 from quorumbench.services.accounts import (
     SCOPES,
@@ -26,7 +25,6 @@ from quorumbench.services.accounts import (
 )
 from quorumbench.services.models import register_model
 from quorumbench.services.runners import runner_for
-from quorumbench.services.views.account import MODEL_STATUSES, account_models
 from quorumbench.web.account import SCOPE_TEXT
 
 from ..server.conftest import fake_metadata, hub_ref
@@ -333,53 +331,3 @@ def test_two_posts_of_one_form_at_the_same_moment_make_one_token(site):
     assert sorted(made) == [False, False, False, True] and site.tokens() == 1
     shown = web_sessions.created_token(site.ctx, opened.session, opened.cookie, nonce)
     assert shown.token is not None and shown.info.scopes == ("task:pull",)
-
-
-def test_each_model_says_where_it_stands(site):
-    ctx = site.ctx
-    owner = create_account(ctx, "alice")
-    admin = Principal(owner.id, "alice", True, frozenset({"admin"}))
-    ctx.inspector = lambda ref: fake_metadata(ref)
-    ids = {n: register_model(ctx, admin, hub_ref(i), name=n).id for i, n in enumerate(NAMES)}
-    now = site.clock.now
-    with ctx.db.write() as session:
-        bench = session.scalars(select(Benchmark.id)).first()
-        for epoch in (1, 2):
-            session.add(Epoch(id=epoch, starts_at=now, ends_at=now, seed="s", seed_commitment="c"))
-        session.flush()
-        for name, epoch, status in [
-            ("ranked", 1, TaskStatus.DONE),
-            ("ranked", 2, TaskStatus.DISPUTED),
-            ("disputed", 1, TaskStatus.DISPUTED),
-            ("pending", 1, TaskStatus.PENDING),
-        ]:
-            session.add(
-                Task(
-                    model_id=ids[name],
-                    benchmark_id=bench,
-                    epoch_id=epoch,
-                    n_samples=1,
-                    quorum=3,
-                    open_slots=3,
-                    status=status,
-                    created_at=now,
-                )
-            )
-        session.execute(
-            update(Model).where(Model.id == ids["paused"]).values(paused_at=now, paused_reason="x")
-        )
-        session.execute(update(Model).where(Model.id == ids["inactive"]).values(active=False))
-    seen = {m.name: (m.status, m.done_tasks, m.disputed_tasks) for m in account_models(ctx, admin)}
-    assert seen == {
-        "pending": ("pending", 0, 0),
-        "ranked": ("ranked", 1, 1),
-        "disputed": ("disputed", 0, 1),
-        "paused": ("paused", 0, 0),
-        "inactive": ("inactive", 0, 0),
-    }
-    assert set(MODEL_STATUSES) == {status for status, _, _ in seen.values()}
-    other = create_account(ctx, "bob")
-    assert account_models(ctx, Principal(other.id, "bob", False, frozenset())) == []
-
-
-NAMES = ("pending", "ranked", "disputed", "paused", "inactive")

@@ -1,23 +1,46 @@
+"""The model registry: register (after the submission's validation), list, look up,
+retire; a model's failures and its resume."""
+
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Response, status
 
-from quorumbench.api.deps import Context, CurrentPrincipal, Writer
+from quorumbench.api.deps import Context, CurrentPrincipal, Submitter, Writer
 from quorumbench.api.params import MAX_INT, RowId
 from quorumbench.api.schemas import FailureOut, FailuresOut, ModelIn, ModelOut
 from quorumbench.services import failures as failure_log
 from quorumbench.services import models as registry
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch
+from quorumbench.services.submissions import Submission, register_submission
 
 router = APIRouter(prefix="/v0/models", tags=["models"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ModelOut)
-def register(body: ModelIn, ctx: Context, principal: Writer) -> ModelOut:
-    """Register a model by ref (needs the ``model:register`` scope)."""
-    model = registry.register_model(ctx, principal, body.ref, name=body.name)
-    schedule_epoch(ctx, ensure_epoch(ctx, ctx.now()))  # its first tasks, this epoch
-    return ModelOut.model_validate(model)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ModelOut,
+    responses={
+        200: {
+            "model": ModelOut,
+            "description": "A repeat: this account registered this pinned ref already; "
+            "nothing changed, and this is that model.",
+        }
+    },
+)
+def register(body: ModelIn, ctx: Context, principal: Submitter, response: Response) -> ModelOut:
+    """Register a model by ref (needs the ``model:register`` scope).
+
+    It is validated first (``POST /v0/submissions/validate`` gives the same report
+    without registering): a refusal is the first error's problem, with the whole report
+    as its ``report`` member. Posting the same ref again from the same account answers
+    200 with the model registered the first time."""
+    done = register_submission(ctx, principal, Submission(body.ref, body.name, body.family))
+    if done.created:
+        schedule_epoch(ctx, ensure_epoch(ctx, ctx.now()))  # its first tasks, this epoch
+    else:
+        response.status_code = status.HTTP_200_OK
+    return ModelOut.model_validate(done.model)
 
 
 @router.get("", response_model=list[ModelOut])
@@ -67,3 +90,11 @@ def resume(model_id: RowId, ctx: Context, principal: Writer) -> ModelOut:
     if resumed.changed:
         schedule_epoch(ctx, ensure_epoch(ctx, ctx.now()))  # its tasks of this epoch, now
     return ModelOut.model_validate(resumed.model)
+
+
+@router.post("/{model_id}/retire", response_model=ModelOut)
+def retire(model_id: RowId, ctx: Context, principal: Writer) -> ModelOut:
+    """Retire a model (its owner with ``model:register``, or ``admin``; anyone else's is
+    404): it leaves the board and the schedule, and its open tasks are offered to no
+    runner; its tasks, results and log entries stay. Retiring again changes nothing."""
+    return ModelOut.model_validate(registry.retire_model(ctx, principal, model_id).model)

@@ -3,14 +3,14 @@ the caller's own account (``/v0/me``: who, which scopes) and standing (``/v0/me/
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 
 from quorumbench.api.deps import Context, CurrentPrincipal, Writer
-from quorumbench.api.schemas import MeOut, RunnerKeyIn, RunnerKeyOut
-from quorumbench.services import models as registry
+from quorumbench.api.schemas import MeOut, QuotaStatus, RunnerKeyIn, RunnerKeyOut
 from quorumbench.services import runner_keys
+from quorumbench.services.quota import quota
 from quorumbench.services.runners import NAME_PATTERN
 
 router = APIRouter(prefix="/v0", tags=["runners"])
@@ -68,7 +68,7 @@ def me(principal: CurrentPrincipal) -> MeOut:
     )
 
 
-@router.get("/me/quota")
-def my_quota(ctx: Context, principal: CurrentPrincipal) -> dict[str, Any]:
+@router.get("/me/quota", response_model=QuotaStatus)
+def my_quota(ctx: Context, principal: CurrentPrincipal) -> QuotaStatus:
     """Progress towards registering a model: accepted evaluations and weekly registrations."""
-    return registry.quota(ctx, principal)
+    return quota(ctx, principal)

@@ -1,135 +1,123 @@
-"""The signed-in account's page (``/account``): its quota, models, runners and tokens.
+"""The signed-in "my account" view: quota, models, runners with their keys, tokens.
 
-Everything here is the account's own: its registration quota (``services.models.quota``,
-the same numbers as ``GET /v0/me/quota``), its models with their status, its runners
-with their contributions (the runners page's rows, ``views/runners.py``) and keys
-(``services/runner_keys.py``), and its API tokens (``services/accounts.py``).
+``GET /v0/me/account`` answers it, the ``/account`` page and ``quorumbench account
+show`` show it: one view for every surface. Everything in it belongs to the caller's
+account: nothing of another account, and no token's secret (only its prefix).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, select
 
-from quorumbench.db.models import Model, Task
-from quorumbench.protocol import TaskStatus
-from quorumbench.services.accounts import (
-    Principal,
-    TokenInfo,
-    grantable_scopes,
-    list_tokens,
-)
+from quorumbench.db.models import Account, Result, Runner, RunnerKey
+from quorumbench.errors import AuthenticationError
+from quorumbench.services.accounts import Principal, TokenInfo, grantable_scopes, list_tokens
 from quorumbench.services.context import ServerContext
-from quorumbench.services.models import quota
-from quorumbench.services.runner_keys import runner_keys
-from quorumbench.services.views.runners import RunnerRow, runner_rows
-
-MODEL_STATUSES = ("pending", "ranked", "disputed", "paused", "inactive")
-"""What :func:`account_models` says of a model (see :class:`OwnModel`)."""
+from quorumbench.services.models import OwnedModel, owned_models
+from quorumbench.services.quota import QuotaStatus, quota
 
 
 @dataclass(frozen=True)
-class OwnModel:
-    """One of the account's models. ``status``: ``paused`` (its tasks kept failing;
-    not scheduled until its owner resumes it), ``inactive`` (not scheduled), ``ranked``
-    (at least one task DONE: it has scores on the board), ``disputed`` (tasks, none
-    DONE yet, and one DISPUTED), else ``pending`` (waiting for its first tasks)."""
-
-    id: int
-    name: str
-    ref: str
-    status: str
-    done_tasks: int
-    disputed_tasks: int
+class RunnerKeyRow:
+    key_id: str
+    public_key: str
     created_at: datetime
-    paused_reason: str | None
+    revoked_at: datetime | None
 
 
 @dataclass(frozen=True)
 class OwnRunner:
-    """One of the account's runners, with its signing keys (revoked ones too)."""
-
-    row: RunnerRow
-    keys: list[dict[str, Any]]
+    id: int
+    name: str
+    created_at: datetime
+    last_seen_at: datetime | None
+    results: int
+    agreements: int
+    outliers: int
+    agreement_rate: float | None
+    """Agreements over agreements and outliers (None before either)."""
+    suspended: bool
+    keys: list[RunnerKeyRow] = field(default_factory=list)
+    """Newest first; at most one is not revoked (registering a key revokes the older)."""
 
 
 @dataclass(frozen=True)
 class AccountView:
-    principal: Principal
-    quota: dict[str, Any]
-    models: list[OwnModel]
+    account_id: int
+    name: str
+    is_admin: bool
+    created_at: datetime
+    scopes: list[str]
+    """What the credential of this request grants."""
+    quota: QuotaStatus
+    models: list[OwnedModel]
     runners: list[OwnRunner]
     tokens: list[TokenInfo]
     grantable: tuple[str, ...]
+    """The scopes this credential may put on a new token (the site's form offers them)."""
 
 
-def _status(model: Model, done: int, disputed: int) -> str:
-    if model.paused_at is not None:
-        return "paused"
-    if not model.active:
-        return "inactive"
-    if done:
-        return "ranked"
-    return "disputed" if disputed else "pending"
-
-
-def account_models(ctx: ServerContext, principal: Principal) -> list[OwnModel]:
-    """The account's models, newest first, each with its status (:class:`OwnModel`)."""
-    counted = (TaskStatus.DONE, TaskStatus.DISPUTED)
+def own_runners(ctx: ServerContext, principal: Principal) -> list[OwnRunner]:
+    """The caller's account's runners, by name, with their results and keys."""
     with ctx.db.read() as session:
-        models = list(
+        runners = list(
             session.scalars(
-                select(Model)
-                .where(Model.owner_id == principal.account_id)
-                .order_by(Model.created_at.desc(), Model.id.desc())
+                select(Runner)
+                .where(Runner.account_id == principal.account_id)
+                .order_by(Runner.name)
             )
         )
-        tally: dict[tuple[int, str], int] = {
-            (model_id, str(status)): n
-            for model_id, status, n in session.execute(
-                select(Task.model_id, Task.status, func.count())
-                .join(Model, Model.id == Task.model_id)
-                .where(Model.owner_id == principal.account_id, Task.status.in_(counted))
-                .group_by(Task.model_id, Task.status)
+        ids = [r.id for r in runners]
+        results: dict[int, int] = {
+            runner_id: n
+            for runner_id, n in session.execute(
+                select(Result.runner_id, func.count())
+                .where(Result.runner_id.in_(ids))
+                .group_by(Result.runner_id)
             )
         }
-    out = []
-    for m in models:
-        done = tally.get((m.id, str(TaskStatus.DONE)), 0)
-        disputed = tally.get((m.id, str(TaskStatus.DISPUTED)), 0)
-        out.append(
-            OwnModel(
-                m.id,
-                m.name,
-                m.ref,
-                _status(m, done, disputed),
-                done,
-                disputed,
-                m.created_at,
-                m.paused_reason,
+        keys: dict[int, list[RunnerKeyRow]] = {}
+        for key in session.scalars(
+            select(RunnerKey).where(RunnerKey.runner_id.in_(ids)).order_by(RunnerKey.id.desc())
+        ):
+            keys.setdefault(key.runner_id, []).append(
+                RunnerKeyRow(key.key_id, key.public_key, key.created_at, key.revoked_at)
             )
-        )
-    return out
-
-
-def account_runners(ctx: ServerContext, principal: Principal) -> list[OwnRunner]:
-    """The account's runners (most results first) with their keys."""
     return [
-        OwnRunner(row, runner_keys(ctx, principal, row.name))
-        for row in runner_rows(ctx, principal.account_id)
+        OwnRunner(
+            r.id,
+            r.name,
+            r.created_at,
+            r.last_seen_at,
+            results.get(r.id, 0),
+            r.agreements,
+            r.outliers,
+            r.agreements / (r.agreements + r.outliers) if r.agreements + r.outliers else None,
+            r.suspended,
+            keys.get(r.id, []),
+        )
+        for r in runners
     ]
 
 
 def account_view(ctx: ServerContext, principal: Principal) -> AccountView:
-    """Everything ``/account`` shows of ``principal``'s account."""
+    """Everything the caller's account page shows."""
+    with ctx.db.read() as session:
+        account = session.get(Account, principal.account_id)
+    if account is None:
+        raise AuthenticationError("the account is gone")
     return AccountView(
-        principal,
+        account.id,
+        account.name,
+        account.is_admin,
+        account.created_at,
+        sorted(principal.scopes),
         quota(ctx, principal),
-        account_models(ctx, principal),
-        account_runners(ctx, principal),
+        owned_models(ctx, principal),
+        own_runners(ctx, principal),
         list_tokens(ctx, principal),
         grantable_scopes(principal),
     )

@@ -57,6 +57,8 @@ class ModelView:
     """Its size: base + adapter for a LoRA adapter (:func:`model_size`)."""
     depths: dict[str, Depth] = field(default_factory=dict)
     """Per active benchmark: its depth tier and how many samples its next task asks for."""
+    retired_at: datetime | None = None
+    """Set once its owner (or an admin) retired it: off the board and the schedule."""
 
 
 def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelView:
@@ -118,4 +120,5 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             recent_failures(session, model_id=model_id, limit=FAILURES_SHOWN),
             model_size(model.params, model.details),
             model_depths(ctx, model_id),
+            model.retired_at,
         )

@@ -5,7 +5,7 @@ account, scopes and the session's CSRF token), and the one-time nonces of the fo
 posted in them (a form posted twice acts once).
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-12-10 10:00:00.000000
 
 """
@@ -19,7 +19,7 @@ import quorumbench.db.types
 
 # revision identifiers, used by Alembic.
 revision: str = "0013"
-down_revision: str | Sequence[str] | None = "0011"
+down_revision: str | Sequence[str] | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
