@@ -164,6 +164,14 @@ class OAuthProvider(BaseModel):
         return data
 
 
+def is_loopback(host: str) -> bool:
+    """``host`` (a name or an address, IPv6 in brackets or not) is this machine only."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class ServerSettings(BaseSettings):
     """Settings of ``quorumbench serve`` (environment prefix ``QB_``, nested ``__``)."""
 
@@ -387,13 +395,7 @@ class ServerSettings(BaseSettings):
 
     def check_listen_address(self, host: str) -> None:
         """Refuse to serve the insecure development login on anything but loopback."""
-        if not self.insecure_dev_login:
-            return
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
+        if self.insecure_dev_login and not is_loopback(host):
             raise ConfigError(
                 f"QB_INSECURE_DEV_LOGIN lets anyone log in as anyone: it is refused on "
                 f"{host!r}; listen on 127.0.0.1 (or ::1) or turn it off"

@@ -75,7 +75,7 @@ class RunnerProcess:
 def run_demo(options: DemoOptions, console: Console) -> None:
     """Run the demo; see the module docstring."""
     from quorumbench.api.app import create_app
-    from quorumbench.settings import QueueSettings, ServerSettings
+    from quorumbench.settings import QueueSettings, ServerSettings, is_loopback
 
     with ExitStack() as stack:
         data_dir = options.data_dir
@@ -98,6 +98,9 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             lease_seconds=60,
             registrations_per_week=max(10, len(VOLUNTEERS)),
             quota_evaluations=0,
+            # Signing in on the site without an OAuth app: only where nobody else can
+            # reach the server (the settings refuse it on any other interface).
+            insecure_dev_login=is_loopback(options.host),
         )
         console.rule("QuorumBench demo")
         console.print(f"data directory: {escape(data_dir)}", highlight=False)
@@ -141,6 +144,7 @@ def run_demo(options: DemoOptions, console: Console) -> None:
         console.print(
             escape(f"\nleaderboard: {server.url}/  (API {server.url}/v0, docs {server.url}/docs)")
         )
+        _print_signin(server.url, settings.insecure_dev_login, console)
         if options.data_dir is not None:
             console.print(
                 escape(
@@ -152,6 +156,28 @@ def run_demo(options: DemoOptions, console: Console) -> None:
         if options.serve:
             console.print("serving until Ctrl-C …")
             _serve_until_interrupted(server.thread)
+
+
+def _print_signin(url: str, dev_login: bool, console: Console) -> None:
+    """How to sign in on the running server, and what a signed-in person can do there."""
+    if dev_login:
+        console.print(
+            escape(
+                f"sign in: {url}/signin with the development sign-in (on because the demo "
+                f"listens on loopback only): as {ADMIN} (owner of both models) or any new "
+                f"name; then {url}/submit registers a model and {url}/account shows your "
+                "quota, models, runners and API tokens"
+            ),
+            highlight=False,
+        )
+    else:
+        console.print(
+            escape(
+                f"sign in: {url}/signin needs an OAuth app (QB_OAUTH_PROVIDERS, "
+                "docs/server.md): the development sign-in is only offered on a loopback address"
+            ),
+            highlight=False,
+        )
 
 
 def _prepare_base_model(options: DemoOptions, console: Console) -> Path:
@@ -263,6 +289,9 @@ def _register(api: httpx.Client, token: str, ref: str, name: str, console: Conso
     if response.status_code == 409 and "existing_model_id" in body:
         console.print(escape(f"{name}: registered already (model {body['existing_model_id']})"))
         return api.get(f"/v0/models/{body['existing_model_id']}").raise_for_status().json()
+    if response.status_code == 200:  # the admin's own registration, from a kept data directory
+        console.print(escape(f"{name}: registered already (model {body['id']})"))
+        return body
     if response.status_code != 201:
         raise QuorumError(
             f"registering {ref} failed: HTTP {response.status_code}: {body.get('detail', body)}"

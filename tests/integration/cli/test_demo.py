@@ -51,6 +51,9 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
     assert "leaderboard — arith" in out
     assert "leaderboard: http://127.0.0.1:" in out
     assert f"quorumbench serve --data-dir {data_dir}" in " ".join(out.split())
+    assert "with the development sign-in (on because the demo listens on loopback only)" in (
+        " ".join(out.split())
+    )
 
     # What the demo left in its database: both tasks DONE by three distinct accounts.
     engine = create_engine(f"sqlite:///{data_dir / 'quorumbench.db'}")
@@ -138,3 +141,15 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         server.wait(timeout=30)
         assert server.stdout is not None
         server.stdout.close()
+
+    # The demo again on its kept data directory: the same two models, not new ones.
+    again = subprocess.run(
+        _cli("demo", "--no-serve", "--port", "0", "--data-dir", str(data_dir), "--samples", "2"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "SmolLM2-135M-Instruct: registered already (model 1)" in again.stdout
+    assert "SmolLM2-135M-Instruct + demo LoRA: registered already (model 2)" in again.stdout
