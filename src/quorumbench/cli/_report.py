@@ -29,6 +29,10 @@ def _count(value: int | None, estimated: bool = False) -> str:
     return f"{value:,}" + (" (estimated)" if estimated else "")
 
 
+def _seconds(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
+
+
 def _key_values(title: str, rows: dict[str, object]) -> Table:
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("key", style="bold")
@@ -108,12 +112,12 @@ def estimate_table(estimate: CostEstimate) -> Table:
             cell(bench.name),
             cell(bench.kind),
             str(bench.samples),
-            f"{bench.cpu_seconds:,.0f}",
-            f"{bench.gpu_seconds:,.1f}",
+            _seconds(bench.cpu_seconds),
+            _seconds(bench.gpu_seconds),
         )
     table.add_row(
-        "total", "", str(estimate.samples), f"{estimate.cpu_seconds:,.0f}",
-        f"{estimate.gpu_seconds:,.1f}", style="bold",
+        "total", "", str(estimate.samples), _seconds(estimate.cpu_seconds),
+        _seconds(estimate.gpu_seconds), style="bold",
     )  # fmt: skip
     table.caption = Text(
         f"for {_count(estimate.params)} parameters on {estimate.reference_cpu} (CPU) and "
@@ -140,7 +144,7 @@ def print_report(console: Console, report: SubmissionReport, server: str) -> Non
         if report.ok
         else Text("refused: registering it would fail (the errors below)", style="bold red")
     )
-    console.print(Text.assemble(("ref ", "bold"), report.ref, ": "), verdict)
+    console.print(Text.assemble(("ref ", "bold"), report.ref, ": ", verdict))
     if report.pinned_ref and report.pinned_ref != report.ref:
         console.print(Text(f"pinned to {report.pinned_ref}"))
     console.print(findings_table(report))
