@@ -20,6 +20,7 @@ from quorumbench.cli.model_cmd import (
     ServerOption,
     emit_json,
     owned_table,
+    parse_answer,
     stdout_console,
 )
 
@@ -93,7 +94,7 @@ def account_show_command(
             f"credential's scopes: {' '.join(account['scopes']) or 'none'}",
         )
     )
-    console.print(quota_table(QuotaStatus.model_validate(account["quota"])))
+    console.print(quota_table(parse_answer(api.server, QuotaStatus, account["quota"])))
     for row in account["models"]:
         row["url"] = f"{api.server}{row['url']}"
     console.print(owned_table(account["models"]))

@@ -13,7 +13,7 @@ member), exits 1 with the first error's sentence on stderr.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -24,7 +24,12 @@ from quorumbench.cli._console import cell
 from quorumbench.errors import RegistrationError, ServerUnavailableError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from quorumbench.cli._http import Api
+    from quorumbench.services.submissions.report import SubmissionReport
+
+M = TypeVar("M", bound="BaseModel")
 
 ServerOption = Annotated[
     str,
@@ -50,19 +55,23 @@ def emit_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def parse_report(server: str, data: Any) -> Any:
+def parse_answer(server: str, schema: type[M], data: Any) -> M:
+    """``data`` read as ``schema``: a server of another version is one clear error."""
     from pydantic import ValidationError
 
-    from quorumbench.services.submissions.report import SubmissionReport
-
     try:
-        return SubmissionReport.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as exc:
         raise ServerUnavailableError(
-            f"{server} answered a submission report this client cannot read "
-            f"({exc.error_count()} problem(s)); is the server a QuorumBench server of this "
-            "version?"
+            f"{server} answered a {schema.__name__} this client cannot read "
+            f"({exc.error_count()} problem(s)); is it a QuorumBench server of this version?"
         ) from None
+
+
+def parse_report(server: str, data: Any) -> SubmissionReport:
+    from quorumbench.services.submissions.report import SubmissionReport
+
+    return parse_answer(server, SubmissionReport, data)
 
 
 def model_register_command(
