@@ -4,8 +4,8 @@
 The credential is ``QB_TOKEN`` (an API token) when it is set; otherwise the session
 ``quorumbench login`` kept for the server, exchanged at ``POST /v0/auth/refresh`` for
 a short-lived access token. The server spends the refresh token it is sent and
-answers a new one, which is written back to the sessions file at once: a session is
-good for one command at a time.
+answers a new one, which is written back to the sessions file at once (a command
+that finds its refresh token spent by another one meanwhile takes the one saved).
 
 Every failure is one :class:`~quorumbench.errors.QuorumError`, printed as one line by
 the command line's ``handle_errors``: the server cannot be reached, the credential is
@@ -104,13 +104,21 @@ def _saved_session(path: Path, server: str) -> dict[str, Any]:
     return entry
 
 
+def _refresh(client: httpx.Client, entry: dict[str, Any]) -> httpx.Response:
+    return _send(client, "POST", "/v0/auth/refresh", json={"refresh_token": entry["refresh_token"]})
+
+
 def session_token(client: httpx.Client, server: str, path: Path) -> str:
     """An access token from the session kept for ``server``; the rotated refresh token
-    is saved back to ``path``."""
+    is saved back to ``path``. A refresh token another command spent and replaced in the
+    meantime is followed to the one it saved."""
     entry = _saved_session(path, server)
-    response = _send(
-        client, "POST", "/v0/auth/refresh", json={"refresh_token": entry["refresh_token"]}
-    )
+    response = _refresh(client, entry)
+    if response.status_code == 401:
+        # Another command may have spent it meanwhile and saved the next one: try that.
+        latest = _saved_session(path, server)
+        if latest["refresh_token"] != entry["refresh_token"]:
+            entry, response = latest, _refresh(client, latest)
     if response.status_code == 401:
         raise errors.AuthenticationError(
             f"the session kept for {server} has ended ({_detail(response, _problem(response))})"

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
+from quorumbench.cli import _http as http_module
 from quorumbench.cli._http import answer_error
 from quorumbench.cli.app import app
 from quorumbench.cli.login_cmd import save_session
@@ -273,6 +274,23 @@ def test_the_saved_session_is_used_and_qb_token_wins(world):
     ended = world.cli("account", "show", who=None)
     assert ended.exit_code == 1
     assert f"error: the session kept for {world.url} has ended" in flat(ended.stderr)
+
+
+def test_a_session_another_command_rotated_meanwhile_is_followed(world, monkeypatch):
+    spent = world.login("owner")
+    assert world.cli("token", "list", who=None).exit_code == 0  # spends it, saves the next
+    real = http_module._saved_session
+    reads: list[str] = []
+
+    def stale_first(path: Path, server: str) -> dict[str, Any]:
+        entry = real(path, server)
+        reads.append(entry["refresh_token"])
+        return {**entry, "refresh_token": spent} if len(reads) == 1 else entry
+
+    monkeypatch.setattr(http_module, "_saved_session", stale_first)
+    result = world.cli("token", "list", who=None)
+    assert result.exit_code == 0, result.output
+    assert len(reads) == 2
 
 
 def test_without_a_credential_the_error_says_how_to_log_in(world):
