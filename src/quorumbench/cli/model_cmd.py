@@ -113,6 +113,8 @@ def model_register_command(
                     raise
                 raw = exc.problem["report"]
                 report = parse_report(api.server, raw)
+                if first_error(report) is None:
+                    raise
             else:
                 model, created = answer.json(), answer.status_code == 201
         if as_json:
