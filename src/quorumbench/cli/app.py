@@ -16,7 +16,17 @@ from rich.markup import escape
 
 from quorumbench.cli._console import error_line, make_console
 from quorumbench.cli._hints import error_message
+from quorumbench.cli.account_cmd import (
+    account_show_command,
+    token_list_command,
+    token_revoke_command,
+)
 from quorumbench.cli.export_cmd import export_site_command
+from quorumbench.cli.model_cmd import (
+    model_list_command,
+    model_register_command,
+    model_retire_command,
+)
 from quorumbench.cli.runner_cmd import runner_app
 from quorumbench.errors import QuorumError
 
@@ -33,9 +43,17 @@ plugins_app = typer.Typer(
     help="Inspect installed benchmark and backend plugins.", no_args_is_help=True
 )
 db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
-account_app = typer.Typer(help="Accounts (admin, on the server machine).", no_args_is_help=True)
+account_app = typer.Typer(
+    help="Accounts: `show` talks to the server; `create` is for admins, on the server machine.",
+    no_args_is_help=True,
+)
 token_app = typer.Typer(
-    help="Scoped API tokens (admin, on the server machine).", no_args_is_help=True
+    help="Scoped API tokens: `list` and `revoke` talk to the server; `issue` is for admins, "
+    "on the server machine.",
+    no_args_is_help=True,
+)
+model_app = typer.Typer(
+    help="Register, list and retire models on a server (over its API).", no_args_is_help=True
 )
 log_app = typer.Typer(
     help="The public log's signing key (admin, on the server machine).", no_args_is_help=True
@@ -43,6 +61,7 @@ log_app = typer.Typer(
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(plugins_app, name="plugins")
 app.add_typer(runner_app, name="runner")
+app.add_typer(model_app, name="model")
 app.add_typer(db_app, name="db")
 app.add_typer(account_app, name="account")
 app.add_typer(token_app, name="token")
@@ -536,6 +555,12 @@ def demo_command(
 
 
 app.command("export-site")(handle_errors(export_site_command))
+model_app.command("register")(handle_errors(model_register_command))
+model_app.command("list")(handle_errors(model_list_command))
+model_app.command("retire")(handle_errors(model_retire_command))
+account_app.command("show")(handle_errors(account_show_command))
+token_app.command("list")(handle_errors(token_list_command))
+token_app.command("revoke")(handle_errors(token_revoke_command))
 
 
 def main() -> None:
