@@ -174,9 +174,24 @@ def _stored_token() -> str | None:
     return token
 
 
+_PLAIN = {
+    "GatedRepoError": "the repository is gated and the server's Hub token was not granted "
+    "access to it",
+    "RepositoryNotFoundError": "no such repository, or it is private and the server's Hub "
+    "token may not read it",
+    "RevisionNotFoundError": "the repository has no branch, tag or commit by that name",
+    "EntryNotFoundError": "the file is not in the repository at that revision",
+}
+"""``huggingface_hub``'s errors in plain words, by class name (the package is optional;
+a subclass is named before its base: GatedRepoError is a RepositoryNotFoundError)."""
+
+
 def _reason(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    technical = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    names = [cls.__name__ for cls in type(exc).__mro__]
+    plain = next((_PLAIN[name] for name in names if name in _PLAIN), None)
+    return technical if plain is None else f"{plain}; {technical}"
 
 
 def hub_call(what: str, call: Callable[[], _T], *, check: str = "file-unreadable") -> _T:

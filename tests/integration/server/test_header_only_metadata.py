@@ -46,6 +46,8 @@ class LocalHub:
     requests: list[str] = field(default_factory=list)
     broken: dict[str, int] = field(default_factory=dict)
     """File name → HTTP status its blob answers with instead of the content."""
+    private: set[str] = field(default_factory=set)
+    """Repos this Hub's token may not read (answered as the Hub does: 401, not found)."""
     ignore_range: bool = False
     url: str = ""
 
@@ -88,6 +90,9 @@ class _Handler(BaseHTTPRequestHandler):
         blob = re.fullmatch(r"/blobs/([0-9a-f]{64})", path)
         if listing:
             repo, revision = listing.groups()
+            if repo in hub.private:
+                self._json(401, {"error": "Repository Not Found"}, {"X-Error-Code": "RepoNotFound"})
+                return
             if repo not in hub.repos or revision not in ("main", hub.repos[repo][0]):
                 self._json(
                     404, {"error": "Revision Not Found"}, {"X-Error-Code": "RevisionNotFound"}

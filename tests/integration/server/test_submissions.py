@@ -318,6 +318,26 @@ def test_each_refusal_is_one_error_in_the_report_and_the_same_problem_as_before(
     assert world.models() == []
 
 
+@pytest.mark.parametrize("case", ["branch", "private"])
+def test_an_unresolvable_branch_or_a_private_repo_is_refused_and_changes_nothing(make_world, case):
+    world = make_world()
+    world.repo("org/real", config=LLAMA)
+    if case == "private":
+        world.repo("org/secret", config=LLAMA)
+        world.hub.private.add("org/secret")
+    ref = "hf:org/real@no-such-branch" if case == "branch" else "hf:org/secret@main"
+    report = world.validate(ref)
+    assert report["ok"] is False and report["metadata"] is None
+    assert codes(report, "error") == ["repo-unreachable"], report["findings"]
+    message = finding(report, "repo-unreachable")["message"]
+    assert f"cannot resolve {ref}" in message, message
+    assert ("no branch, tag or commit" if case == "branch" else "it is private") in message
+    refused = assert_problem(world.register(ref), 422, "registration-refused", message)
+    assert refused["report"]["findings"] == report["findings"]
+    assert world.models() == []
+    assert world.validate("hf:org/real@main")["ok"] is True  # the repo itself is fine
+
+
 def test_every_error_is_reported_at_once_and_the_first_one_is_the_problem(make_world):
     world = make_world(max_params=1000, license_allowlist=["apache-2.0"], quota_evaluations=2)
     world.repo(
