@@ -18,6 +18,7 @@ from quorumbench.cli._console import error_line, make_console
 from quorumbench.cli._hints import error_message
 from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.runner_cmd import runner_app
+from quorumbench.cli.submission_cmd import submission_app
 from quorumbench.errors import QuorumError
 
 app = typer.Typer(
@@ -47,6 +48,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(account_app, name="account")
 app.add_typer(token_app, name="token")
 app.add_typer(log_app, name="log")
+app.add_typer(submission_app, name="submission")
 
 console = make_console()
 err_console = make_console(stderr=True)
