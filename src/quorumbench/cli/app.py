@@ -28,6 +28,7 @@ from quorumbench.cli.model_cmd import (
     model_retire_command,
 )
 from quorumbench.cli.runner_cmd import runner_app
+from quorumbench.cli.submission_cmd import submission_app
 from quorumbench.errors import QuorumError
 
 app = typer.Typer(
@@ -66,6 +67,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(account_app, name="account")
 app.add_typer(token_app, name="token")
 app.add_typer(log_app, name="log")
+app.add_typer(submission_app, name="submission")
 
 console = make_console()
 err_console = make_console(stderr=True)

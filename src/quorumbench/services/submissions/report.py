@@ -109,7 +109,10 @@ class SubmissionReport(BaseModel):
     pinned_ref: str | None = Field(description="The ref pinned to a commit or hash, once read.")
     findings: list[Finding] = Field(description="Errors first, then warnings, then infos.")
     metadata: DetectedMetadata | None = Field(description="Null when the model was not read.")
-    quota: QuotaStatus
+    quota: QuotaStatus | None = Field(
+        description="The account's standing with the limits; null when validated offline "
+        "(``quorumbench submission validate`` without ``--server``: no account was asked)."
+    )
     estimate: CostEstimate | None = Field(description="Null when the size is unknown.")
     existing: ExistingModel | None = Field(description="A duplicate, or the caller's own repeat.")
 
