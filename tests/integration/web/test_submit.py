@@ -129,8 +129,8 @@ def test_a_branch_is_pinned_and_the_register_form_carries_the_commit(
 
         # a branch the repository lacks, and a repository that does not exist
         for ref, says in [
-            ("hf:org/model@no-such-branch", "Cannot resolve hf:org/model@no-such-branch"),
-            ("hf:org/missing@main", "Cannot resolve hf:org/missing@main"),
+            ("hf:org/model@no-such-branch", "cannot resolve hf:org/model@no-such-branch"),
+            ("hf:org/missing@main", "cannot resolve hf:org/missing@main"),
         ]:
             refused = check(browser, ref, name="kept name")
             assert refused.status_code == 200 and "Cannot be registered" in refused.text
