@@ -264,14 +264,15 @@ def test_earn_register_the_demo_lora_from_the_form_and_retire_it(browser, server
         # retire it: a confirmation first, then it leaves the board
         row = page.locator("#own-models tbody tr", has_text=LORA_NAME)
         assert "ranked" in row.inner_text()
-        row.get_by_role("button", name=re.compile("^Retire")).click()
-        page.wait_for_url(re.compile(rf"/account/models/{model_id}/retire\??$"))
+        row.get_by_role("link", name=re.compile("^Retire")).click()
+        page.wait_for_url(re.compile(rf"/account/models/{model_id}/retire$"))
         assert "results and log entries stay" in page.locator("main").inner_text()
         page.get_by_role("button", name=f"Retire {LORA_NAME}").click()
         page.wait_for_url(re.compile(rf"/account\?retired={model_id}#models$"))
         assert "is retired" in page.locator("#model-notice").inner_text()
         row = page.locator("#own-models tbody tr", has_text=LORA_NAME)
-        assert "retired" in row.inner_text() and row.get_by_role("button").count() == 0
+        assert "retired" in row.inner_text()
+        assert row.get_by_role("link", name=re.compile("^Retire")).count() == 0
         shot(page, "submit-account-retired")
         names = board_names(page, server)
         assert LORA_NAME not in names and "bob-model-1" in names

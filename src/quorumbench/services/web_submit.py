@@ -83,9 +83,11 @@ def register_once(
 
 
 def own_model(ctx: ServerContext, signed_in: SignedIn, model_id: int) -> Model:
-    """The signed-in account's model ``model_id``; anyone else's is not found."""
+    """The signed-in account's model ``model_id``; anyone else's is not found (but by
+    an admin session, which may retire any, as ``retire_model`` allows)."""
     with ctx.db.read() as session:
         model = session.get(Model, model_id)
-    if model is None or model.owner_id != signed_in.account_id:
+    mine = model is not None and model.owner_id == signed_in.account_id
+    if model is None or not (mine or signed_in.principal.acts_as_admin):
         raise NotFoundError(f"you have no model {model_id}")
     return model

@@ -156,7 +156,7 @@ def test_register_redirects_to_the_account_and_a_second_post_registers_nothing(m
         assert len(models(site)) == 1 and site.count(WebFormUse) == 1
         page = browser.get(first.headers["location"]).text
         assert f'<a href="/models/{model.id}">Twice</a> is registered' in page
-        assert f'action="/account/models/{model.id}/retire"' in page
+        assert f'href="/account/models/{model.id}/retire"' in page
         again = browser.get(second.headers["location"]).text
         assert "nothing more was registered" in again
         # a new form for the same ref is the account's repeat: the same model again
@@ -230,7 +230,7 @@ def test_retiring_asks_first_then_takes_the_model_off_and_keeps_it(make_site):
         assert done.headers["location"] == f"/account?retired={model.id}#models"
         page = browser.get(done.headers["location"]).text
         assert "Old one is retired" in page and "status-retired" in page
-        assert f'action="/account/models/{model.id}/retire"' not in page
+        assert f'href="/account/models/{model.id}/retire"' not in page
         (kept,) = models(site)
         assert kept.retired_at == site.clock.now and not kept.active
         assert browser.get(f"/models/{model.id}").status_code == 200  # its page stays
@@ -303,3 +303,18 @@ def test_the_submission_rate_limit_answers_429_with_retry_after(make_site):
         assert limited.status_code == 429, limited.text
         assert 1 <= int(limited.headers["Retry-After"]) <= 60
         assert "too many" in limited.text and models(site) == []
+
+
+def test_an_admin_session_may_retire_anyones_model_as_the_api_allows(make_site):
+    site = make_site()
+    bob = create_account(site.ctx, "bob")
+    bobs = register_model(
+        site.ctx, Principal(bob.id, "bob", True, frozenset({"admin"})), hub_ref(20), name="b"
+    )
+    create_account(site.ctx, "root", is_admin=True)
+    with site.browser() as browser:
+        browser.dev_signin("root")
+        ask = browser.get(f"/account/models/{bobs.id}/retire")
+        assert ask.status_code == 200
+        done = browser.submit(next(f for f in forms_of(ask.text) if f.method == "post"))
+        assert done.status_code == 303 and models(site)[0].retired_at is not None
