@@ -193,7 +193,10 @@ def _title(code: str) -> str:
 async def quorum_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.QuorumError)
     if _browser(request) and (_page_for_people(request) or _marked_as_page(request)):
-        return await run_in_threadpool(web.error_page, status_for(exc), exc.message, request)
+        page = await run_in_threadpool(web.error_page, status_for(exc), exc.message, request)
+        if isinstance(exc, errors.RateLimitedError) and exc.retry_after is not None:
+            page.headers["Retry-After"] = str(exc.retry_after)  # a form over its limit
+        return page
     extra: dict[str, Any] = {}
     if isinstance(exc, errors.DuplicateModelError):
         extra["existing_model_id"] = exc.existing_id

@@ -41,13 +41,22 @@ SCOPE_TEXT = {
 
 
 @router.get("/account")
-def account_page(request: Request, revoked: Annotated[int | None, Query(ge=1)] = None) -> Response:
-    """The signed-in account (signed out: the ways to sign in)."""
+def account_page(
+    request: Request,
+    revoked: Annotated[int | None, Query(ge=1)] = None,
+    registered: Annotated[int | None, Query(ge=1)] = None,
+    already: Annotated[int | None, Query(ge=1)] = None,
+    retired: Annotated[int | None, Query(ge=1)] = None,
+) -> Response:
+    """The signed-in account (signed out: the ways to sign in); ``revoked``,
+    ``registered``, ``already`` and ``retired`` name what a form just did."""
     found = lookup(request)
     if found.session is None:
         return signin_response(request, "account_signin.html", active="account")
     ctx = context(request)
     view = account_view(ctx, found.session.principal)
+    done = {"registered": registered, "already": already, "retired": retired}
+    notice, notice_id = next(((k, v) for k, v in done.items() if v), (None, None))
     html = page_html(
         request,
         "account.html",
@@ -57,6 +66,8 @@ def account_page(request: Request, revoked: Annotated[int | None, Query(ge=1)] =
         nonce=web_sessions.new_nonce(),
         scope_text=SCOPE_TEXT,
         revoked=next((t for t in view.tokens if t.id == revoked and t.revoked_at), None),
+        notice=notice,
+        notice_model=next((m for m in view.models if m.model.id == notice_id), None),
         active="account",
     )
     return html_page(html, headers=PRIVATE)

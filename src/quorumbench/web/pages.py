@@ -2,7 +2,8 @@
 tell a page for people from the JSON API.
 
 ``routes`` serves the leaderboard and the public pages, ``signin`` signing in and
-out, ``account`` the signed-in account's page and its forms.
+out, ``account`` the signed-in account's page and its forms, ``submit`` the
+submission form and retiring a model.
 """
 
 from __future__ import annotations
@@ -12,9 +13,14 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from quorumbench.web import account, routes, signin
+from quorumbench.web import account, routes, signin, submit
 
-ROUTERS: tuple[APIRouter, ...] = (routes.router, signin.router, account.router)
+ROUTERS: tuple[APIRouter, ...] = (
+    routes.router,
+    signin.router,
+    account.router,
+    submit.router,
+)
 
 
 @cache

@@ -1,5 +1,6 @@
 """The pages: ``/``, ``/models/{id}``, ``/compare``, ``/tasks``, ``/runners``,
-``/methodology``, ``/submit``, plus ``/static`` and the leaderboard's refresh fragment.
+``/methodology``, plus ``/static`` and the leaderboard's refresh fragment
+(``/submit`` is ``submit.py``'s).
 
 Every table page also answers ``?format=json`` and ``?format=csv``. Page state lives
 in the query string, so every view is a shareable URL and works without JavaScript.
@@ -405,13 +406,4 @@ def methodology_page(request: Request) -> Response:
     settings = _ctx(request).settings
     return html_page(
         page_html(request, "methodology.html", settings=settings, active="methodology")
-    )
-
-
-@router.get("/submit")
-def submit_page(request: Request) -> Response:
-    settings = _ctx(request).settings
-    server_url = str(request.base_url).rstrip("/")
-    return html_page(
-        page_html(request, "submit.html", settings=settings, server_url=server_url, active="submit")
     )

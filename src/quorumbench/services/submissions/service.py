@@ -15,6 +15,7 @@ ref already, registering again changes nothing and answers with that model (the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import or_, select
@@ -254,9 +255,12 @@ def register_submission(
     *,
     inspector: Inspector | None = None,
     resolve: Resolver | None = None,
+    record: Callable[[Session, Model], None] | None = None,
 ) -> Registration:
     """Register ``submission`` exactly when its report has no error (see the module
-    docstring); a refusal raises the first error's exception with ``report`` set."""
+    docstring); a refusal raises the first error's exception with ``report`` set.
+    ``record`` is called with the new model in the transaction that adds it (the
+    site's form records its one-time id there, so two posts of one form add one)."""
     checked = validate_submission(ctx, principal, submission, inspector=inspector, resolve=resolve)
     if checked.repeat is not None:
         return Registration(checked.repeat, checked.report, created=False)
@@ -287,6 +291,9 @@ def register_submission(
             )
             session.add(model)
             session.flush()
+            if record is not None:
+                record(session, model)
+                session.flush()
     except IntegrityError as exc:  # a concurrent registration of the same model won
         with ctx.db.read() as session:
             existing = existing_model(session, metadata.ref, meta.weights_sha256)
