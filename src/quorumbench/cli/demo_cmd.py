@@ -149,7 +149,8 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             console.print(
                 escape(
                     f"the database stays in {data_dir}; serve it again with "
-                    f"`quorumbench serve --data-dir {data_dir}`"
+                    f"`quorumbench serve --data-dir {data_dir}` (with the development "
+                    "sign-in: `QB_INSECURE_DEV_LOGIN=1 quorumbench serve …` on 127.0.0.1)"
                 ),
                 highlight=False,
             )
