@@ -29,8 +29,15 @@ from quorumbench.services import web_sessions, web_submit
 from quorumbench.services.models import retire_model
 from quorumbench.services.ratelimit import count_submission, count_write
 from quorumbench.services.submissions import Submission, SubmissionReport, validate_submission
+from quorumbench.services.web_sessions import SignedIn
 from quorumbench.web.routes import html_page, page_html
-from quorumbench.web.session import Form, PostedForm, context, lookup, require_signed_in
+from quorumbench.web.session import (
+    Form,
+    PostedForm,
+    context,
+    lookup,
+    require_signed_in,
+)
 from quorumbench.web.signin import PRIVATE
 
 router = APIRouter(include_in_schema=False)
@@ -54,6 +61,18 @@ def _problem(values: dict[str, str]) -> str | None:
     if len(values["name"]) > NAME_MAX or len(values["family"]) > NAME_MAX:
         return f"A name or family is at most {NAME_MAX} characters."
     return None
+
+
+def _posted(request: Request, form: Form) -> tuple[SignedIn, dict[str, str], str | None]:
+    """A posted form's session (CSRF checked), its values and what they lack; a form
+    that lacks nothing counts against the submission rate limit (it reads the Hub)."""
+    signed_in = require_signed_in(request)
+    web_sessions.check_csrf(signed_in, form.one("csrf"))
+    values = _values(form)
+    problem = _problem(values)
+    if problem is None:
+        count_submission(context(request), signed_in.principal)
+    return signed_in, values, problem
 
 
 def _submission(values: dict[str, str]) -> Submission:
@@ -86,15 +105,10 @@ def submit_page(request: Request) -> Response:
 @router.post("/submit/preview")
 def preview(request: Request, form: PostedForm) -> Response:
     """The validation report of the form's ref, in place; nothing is registered."""
-    signed_in = require_signed_in(request)
-    web_sessions.check_csrf(signed_in, form.one("csrf"))
-    values = _values(form)
-    problem = _problem(values)
+    signed_in, values, problem = _posted(request, form)
     if problem is not None:
         return _page(request, 400, values=values, problem=problem)
-    ctx = context(request)
-    count_submission(ctx, signed_in.principal)
-    checked = validate_submission(ctx, signed_in.principal, _submission(values))
+    checked = validate_submission(context(request), signed_in.principal, _submission(values))
     return _page(
         request,
         values=values,
@@ -106,16 +120,13 @@ def preview(request: Request, form: PostedForm) -> Response:
 @router.post("/submit/register")
 def register(request: Request, form: PostedForm) -> Response:
     """Register the previewed (pinned) ref once per form; then ``/account``."""
-    signed_in = require_signed_in(request)
-    web_sessions.check_csrf(signed_in, form.one("csrf"))
-    values = _values(form)
-    problem = _problem(values)
+    signed_in, values, problem = _posted(request, form)
     if problem is not None:
         return _page(request, 400, values=values, problem=problem)
-    ctx = context(request)
-    count_submission(ctx, signed_in.principal)
     try:
-        done = web_submit.register_once(ctx, signed_in, form.one("form"), _submission(values))
+        done = web_submit.register_once(
+            context(request), signed_in, form.one("form"), _submission(values)
+        )
     except QuorumError as exc:
         if not isinstance(exc.report, SubmissionReport):
             raise
