@@ -1,5 +1,6 @@
 """The command line's HTTP client for the account commands (``model``, ``token``,
-``account show``): a credential, one request, one clear error.
+``account show``, ``submission validate --server`` and ``submission apply``): a
+credential, one request, one clear error.
 
 The credential is ``QB_TOKEN`` (an API token) when it is set; otherwise the session
 ``quorumbench login`` kept for the server, exchanged at ``POST /v0/auth/refresh`` for
@@ -144,7 +145,9 @@ class Api:
     """Authenticated calls to one server; a context manager around an httpx client."""
 
     def __init__(self, server: str, *, session_file: Path | None = None) -> None:
-        self.server = server.rstrip("/")
+        self.server = server.strip().rstrip("/")
+        if not self.server.startswith(("http://", "https://")):
+            raise errors.ConfigError(f"--server {server!r} is not an http:// or https:// URL")
         self._client = httpx.Client(base_url=self.server, timeout=TIMEOUT_S)
         self._session_file = session_file or default_session_file()
         self._token: str | None = None

@@ -2,7 +2,9 @@
 
 The same parts the site shows: the findings (errors first), the metadata read from
 the model, the account's quota, the cost estimate (an estimate, said so) and a
-registered model the ref duplicates, with its page's URL on the server.
+registered model the ref duplicates, with its page's URL on the server. A report made
+here without a server (``services/submissions/offline.py``) has no quota: one line
+says that the account's limits were not checked.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from quorumbench.cli._console import cell
+from quorumbench.errors import RegistrationError
 from quorumbench.services.quota import QuotaStatus
 from quorumbench.services.submissions.report import (
     CostEstimate,
@@ -43,14 +46,20 @@ def _key_values(title: str, rows: dict[str, object]) -> Table:
 
 
 def findings_table(report: SubmissionReport) -> Table:
+    """The findings; a ``field`` column when one names the field it is about."""
+    fields = any(finding.field for finding in report.findings)
     table = Table(title="findings", title_justify="left")
     table.add_column("level")
     table.add_column("code")
+    if fields:
+        table.add_column("field")
     table.add_column("finding", overflow="fold")
     for finding in report.findings:
+        where = [cell(finding.field or "")] if fields else []
         table.add_row(
             Text(finding.level, style=LEVEL_STYLE.get(finding.level, "")),
             cell(finding.code),
+            *where,
             cell(finding.message),
         )
     return table
@@ -128,35 +137,53 @@ def estimate_table(estimate: CostEstimate) -> Table:
     return table
 
 
-def existing_line(existing: ExistingModel, server: str) -> Text:
+QUOTA_UNCHECKED = (
+    "quota: the account's limits (quota, weekly registrations) were not checked: no server "
+    "was asked"
+)
+
+
+def existing_line(existing: ExistingModel, server: str | None) -> Text:
+    """The registered model the ref duplicates; its page's path alone without a server."""
     whose = "yours" if existing.yours else "another account's"
     retired = ", retired" if existing.retired else ""
+    page = f"{server.rstrip('/')}{existing.url}" if server is not None else existing.url
     return Text(
         f"registered already ({whose}{retired}): model {existing.id} {existing.name} "
-        f"({existing.ref}) {server.rstrip('/')}{existing.url}"
+        f"({existing.ref}) {page}"
     )
 
 
-def print_report(console: Console, report: SubmissionReport, server: str) -> None:
-    """Every part of ``report``; ``server`` makes the duplicate's page a full URL."""
-    verdict = (
-        Text("accepted: registering it would succeed now", style="green")
-        if report.ok
-        else Text("refused: registering it would fail (the errors below)", style="bold red")
-    )
-    console.print(Text.assemble(("ref ", "bold"), report.ref, ": ", verdict))
+def verdict(report: SubmissionReport, server: str | None) -> Text:
+    """Whether registering would succeed; without a server, only as far as was checked."""
+    if not report.ok:
+        return Text("refused: registering it would fail (the errors below)", style="bold red")
+    if server is None:
+        return Text("accepted by the checks made here (the account's were not made)", "green")
+    return Text("accepted: registering it would succeed now", style="green")
+
+
+def print_report(console: Console, report: SubmissionReport, server: str | None) -> None:
+    """Every part of ``report``; ``server`` (None: a report made here, offline) makes
+    the duplicate's page a full URL."""
+    ref = report.ref or "(none read)"
+    console.print(Text.assemble(("ref ", "bold"), ref, ": ", verdict(report, server)))
     if report.pinned_ref and report.pinned_ref != report.ref:
         console.print(Text(f"pinned to {report.pinned_ref}"))
     console.print(findings_table(report))
     if report.metadata is not None:
         console.print(metadata_table(report.metadata))
-    console.print(quota_table(report.quota))
+    if report.quota is None:
+        console.print(Text(QUOTA_UNCHECKED))
+    else:
+        console.print(quota_table(report.quota))
     if report.estimate is not None:
         console.print(estimate_table(report.estimate))
     if report.existing is not None:
         console.print(existing_line(report.existing, server))
 
 
-def first_error(report: SubmissionReport) -> str | None:
-    """The sentence of the error that refuses the registration (the first one)."""
-    return next((f.message for f in report.findings if f.level == "error"), None)
+def refusal(report: SubmissionReport) -> RegistrationError | None:
+    """The error that refuses the registration: the report's first, with its code."""
+    found = next((f for f in report.findings if f.level == "error"), None)
+    return None if found is None else RegistrationError(found.message, check=found.code)

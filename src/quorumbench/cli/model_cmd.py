@@ -13,7 +13,7 @@ member), exits 1 with the first error's sentence on stderr.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from quorumbench.cli._console import cell
-from quorumbench.errors import RegistrationError, ServerUnavailableError
+from quorumbench.errors import ServerUnavailableError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -74,6 +74,48 @@ def parse_report(server: str, data: Any) -> SubmissionReport:
     return parse_answer(server, SubmissionReport, data)
 
 
+class Registration(NamedTuple):
+    """What the server answered: its report (as sent, and read), and the model."""
+
+    raw: dict[str, Any]
+    report: SubmissionReport
+    model: dict[str, Any] | None
+    """None when nothing was registered: the report has an error, or only validated."""
+    created: bool
+    """False for the owner's repeat, which answers the model registered the first time."""
+
+
+def register_body(ref: str, name: str | None, family: str | None) -> dict[str, str]:
+    """The body of ``POST /v0/submissions/validate`` and ``POST /v0/models``."""
+    body = {"ref": ref}
+    body.update({key: value for key, value in (("name", name), ("family", family)) if value})
+    return body
+
+
+def validate_and_register(api: Api, body: dict[str, str], *, register: bool) -> Registration:
+    """The server's report (``POST /v0/submissions/validate``) and, when it has no error
+    and ``register``, the registration (``POST /v0/models``). A registration refused
+    with a report (its problem's ``report`` member) answers that report."""
+    from quorumbench.cli._http import ApiError
+    from quorumbench.cli._report import refusal
+
+    raw = api.post("/v0/submissions/validate", body)
+    report = parse_report(api.server, raw)
+    if not report.ok or not register:
+        return Registration(raw, report, None, False)
+    try:
+        answer = api.request("POST", "/v0/models", json=body)
+    except ApiError as exc:  # validated, then refused: the registration's report
+        raw = exc.problem.get("report")
+        if not isinstance(raw, dict):
+            raise
+        report = parse_report(api.server, raw)
+        if refusal(report) is None:
+            raise
+        return Registration(raw, report, None, False)
+    return Registration(raw, report, answer.json(), answer.status_code == 201)
+
+
 def model_register_command(
     ref: Annotated[
         str,
@@ -94,38 +136,22 @@ def model_register_command(
 ) -> None:
     """Validate a model ref on the server and register it (talks to the server: QB_TOKEN,
     else the `quorumbench login` session); the report is printed either way."""
-    from quorumbench.cli._http import Api, ApiError
-    from quorumbench.cli._report import first_error, print_report
+    from quorumbench.cli._http import Api
+    from quorumbench.cli._report import print_report, refusal
 
     console = stdout_console()
-    body: dict[str, str] = {"ref": ref}
-    body.update({key: value for key, value in (("name", name), ("family", family)) if value})
     with Api(server) as api:
-        raw = api.post("/v0/submissions/validate", body)
-        report = parse_report(api.server, raw)
-        model: Any = None
-        created = False
-        if report.ok and not dry_run:
-            try:
-                answer = api.request("POST", "/v0/models", json=body)
-            except ApiError as exc:  # validated, then refused: the registration's report
-                if not isinstance(exc.problem.get("report"), dict):
-                    raise
-                raw = exc.problem["report"]
-                report = parse_report(api.server, raw)
-                if first_error(report) is None:
-                    raise
-            else:
-                model, created = answer.json(), answer.status_code == 201
+        done = validate_and_register(api, register_body(ref, name, family), register=not dry_run)
         if as_json:
-            emit_json({"report": raw, "model": model, "created": created})
+            emit_json({"report": done.raw, "model": done.model, "created": done.created})
         else:
-            print_report(console, report, api.server)
-        refusal = first_error(report)
-        if refusal is not None:
-            raise RegistrationError(refusal)
+            print_report(console, done.report, api.server)
+        refused = refusal(done.report)
+        if refused is not None:
+            raise refused
+        model = done.model
         if not as_json and model is not None:
-            verb = "registered" if created else "registered already (yours; nothing changed)"
+            verb = "registered" if done.created else "registered already (yours; nothing changed)"
             console.print(
                 Text.assemble(
                     (verb, "bold green"),

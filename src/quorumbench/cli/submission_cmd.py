@@ -12,39 +12,30 @@ the same file again from the same account answers with the model registered the
 first time.
 
 A file the schema refuses is reported here (its errors, with codes such as
-``yaml-malformed`` or ``unknown-key``) and nothing is sent anywhere. The API token is
-read from ``QB_TOKEN`` only: never a flag, so it stays out of shell history and the
-process list.
+``yaml-malformed`` or ``unknown-key``) and nothing is sent anywhere. The server is
+asked as ``quorumbench model register`` asks it (``cli/_http.Api``, the report printed
+by ``cli/_report``): with the API token in ``QB_TOKEN`` when it is set (never a flag,
+so it stays out of shell history and the process list), else the session ``quorumbench
+login`` kept for that server.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
-from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from quorumbench.cli._console import escape
-from quorumbench.errors import (
-    AuthenticationError,
-    ConfigError,
-    NotFoundError,
-    PermissionDeniedError,
-    QuorumError,
-    RateLimitedError,
-    RegistrationError,
-    ServerUnavailableError,
-)
+from quorumbench.errors import ConfigError
 
 if TYPE_CHECKING:  # imported when a command runs: the services pull in the database layer
     from quorumbench.services.submissions import Inspector, Submission, SubmissionReport
     from quorumbench.settings import ServerSettings
 
-TOKEN_ENV = "QB_TOKEN"
+CREDENTIAL = "QB_TOKEN, else the `quorumbench login` session; scope model:register"
 submission_app = typer.Typer(
     help="Validate and register submission files (a leaderboard repository's pull requests).",
     no_args_is_help=True,
@@ -70,8 +61,8 @@ def validate_command(
         str | None,
         typer.Option(
             "--server",
-            help="Ask this server for its report (token from QB_TOKEN, scope model:register); "
-            "without it the model checks run here and the account's are not made.",
+            help=f"Ask this server for its report ({CREDENTIAL}); without it the model "
+            "checks run here and the account's are not made.",
             show_default=False,
         ),
     ] = None,
@@ -89,7 +80,7 @@ def apply_command(
         str,
         typer.Option(
             "--server",
-            help="The server to register with (token from QB_TOKEN, scope model:register).",
+            help=f"The server to register with ({CREDENTIAL}).",
             show_default=False,
         ),
     ],
@@ -101,6 +92,8 @@ def apply_command(
 
 
 def validate_file(path: Path, server: str | None, json_output: bool, console: Console) -> None:
+    from quorumbench.cli._http import Api
+    from quorumbench.cli.model_cmd import parse_report
     from quorumbench.services.submissions import offline_report
 
     submission = _read(path, json_output, console)
@@ -108,28 +101,41 @@ def validate_file(path: Path, server: str | None, json_output: bool, console: Co
         report = offline_report(_offline_settings(), submission, _inspector())
         document = report.model_dump(mode="json")
     else:
-        with ServerClient(server, _token()) as client:
-            document, report = client.validate(submission)
-    _show(console, path, report, document, json_output)
+        with Api(server) as api:
+            document = api.post("/v0/submissions/validate", _body(submission))
+            report = parse_report(api.server, document)
+            server = api.server
+    _show(console, path, report, document, json_output, server)
     if not report.ok:
         raise typer.Exit(1)
 
 
 def apply_file(path: Path, server: str, console: Console) -> None:
+    from quorumbench.cli._http import Api
+    from quorumbench.cli._report import refusal
+    from quorumbench.cli.model_cmd import validate_and_register
+
     submission = _read(path, False, console)
-    with ServerClient(server, _token()) as client:
-        document, report = client.validate(submission)
-        _show(console, path, report, document, False)
-        first = next((f for f in report.findings if f.level == "error"), None)
-        if first is not None:
-            raise RegistrationError(first.message, check=first.code)
-        model, created = client.register(submission)
-    what = "registered" if created else "already registered by this account"
-    console.print(
-        f"{what}: model {model.get('id')}, {escape(model.get('ref'))} "
-        f"({escape(client.url)}/models/{model.get('id')})",
-        highlight=False,
-    )
+    with Api(server) as api:
+        done = validate_and_register(api, _body(submission), register=True)
+    _show(console, path, done.report, done.raw, False, api.server)
+    refused = refusal(done.report)
+    if refused is not None:
+        raise refused
+    if done.model is not None:
+        model = done.model
+        what = "registered" if done.created else "already registered by this account"
+        console.print(
+            f"{what}: model {model.get('id')}, {escape(model.get('ref'))} "
+            f"({escape(api.server)}/models/{model.get('id')})",
+            highlight=False,
+        )
+
+
+def _body(submission: Submission) -> dict[str, str]:
+    from quorumbench.cli.model_cmd import register_body
+
+    return register_body(submission.ref, submission.name, submission.family)
 
 
 def _read(path: Path, json_output: bool, console: Console) -> Submission:
@@ -143,7 +149,7 @@ def _read(path: Path, json_output: bool, console: Console) -> Submission:
     reading = read_submission_file(data)
     if reading.submission is None:
         report = reading.refusal_report()
-        _show(console, path, report, report.model_dump(mode="json"), json_output)
+        _show(console, path, report, report.model_dump(mode="json"), json_output, None)
         raise typer.Exit(1)
     return reading.submission
 
@@ -154,23 +160,17 @@ def _show(
     report: SubmissionReport,
     document: dict[str, Any],
     json_output: bool,
+    server: str | None,
 ) -> None:
-    from quorumbench.cli._submission_report import print_json, print_report
+    """The report as JSON (the document as it is), or for people, after the file's name."""
+    from quorumbench.cli._report import print_report
+    from quorumbench.cli.model_cmd import emit_json
 
     if json_output:
-        print_json(console, document)
+        emit_json(document)
     else:
-        print_report(console, report, f"{path}: {report.ref or 'no ref'}")
-
-
-def _token() -> str:
-    token = os.environ.get(TOKEN_ENV, "").strip()
-    if not token:
-        raise ConfigError(
-            f"set {TOKEN_ENV} to an API token with the model:register scope (the account "
-            "page makes one)"
-        )
-    return token
+        console.print(Text.assemble(("file ", "bold"), str(path)))
+        print_report(console, report, server)
 
 
 def _offline_settings() -> ServerSettings:
@@ -186,78 +186,3 @@ def _inspector() -> Inspector:
     from quorumbench.services.model_metadata import inspect_model
 
     return inspect_model
-
-
-def _problem(response: httpx.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    return body if isinstance(body, dict) else {"detail": f"HTTP {response.status_code}"}
-
-
-def _error(response: httpx.Response, server: str) -> QuorumError:
-    """The error a server's refusal or failure reads as here."""
-    problem = _problem(response)
-    detail = str(problem.get("detail") or f"HTTP {response.status_code}")
-    status = response.status_code
-    if status == 401:
-        return AuthenticationError(f"{server} refused the token in {TOKEN_ENV}: {detail}")
-    if status == 403:
-        return PermissionDeniedError(detail)
-    if status == 404:
-        return NotFoundError(f"{server} has no submissions API ({detail}): is it a server URL?")
-    if status == 429:
-        retry = response.headers.get("retry-after", "")
-        return RateLimitedError(detail, int(retry) if retry.isdigit() else None)
-    if status >= 500:
-        return ServerUnavailableError(f"{server} failed: {detail}", status)
-    return RegistrationError(detail)
-
-
-class ServerClient:
-    """The two calls this command makes, with the token."""
-
-    def __init__(self, server: str, token: str) -> None:
-        url = server.strip().rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"--server {server!r} is not an http:// or https:// URL")
-        self.url = url
-        self._http = httpx.Client(
-            base_url=url, timeout=120.0, headers={"Authorization": f"Bearer {token}"}
-        )
-
-    def __enter__(self) -> ServerClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.close()
-
-    def _post(self, path: str, submission: Submission) -> httpx.Response:
-        body = {"ref": submission.ref, "name": submission.name, "family": submission.family}
-        try:
-            return self._http.post(path, json={k: v for k, v in body.items() if v is not None})
-        except httpx.HTTPError as exc:
-            raise ServerUnavailableError(f"cannot reach {self.url}: {exc}") from None
-
-    def validate(self, submission: Submission) -> tuple[dict[str, Any], SubmissionReport]:
-        """The server's report: its JSON document as answered, and parsed."""
-        from quorumbench.services.submissions import SubmissionReport
-
-        answer = self._post("/v0/submissions/validate", submission)
-        if answer.status_code != 200:
-            raise _error(answer, self.url)
-        document = _problem(answer)
-        try:
-            return document, SubmissionReport.model_validate(document)
-        except ValidationError:
-            raise ServerUnavailableError(
-                f"{self.url} did not answer a submission report: {answer.text[:200]}"
-            ) from None
-
-    def register(self, submission: Submission) -> tuple[dict[str, Any], bool]:
-        """The registered model, and whether it is new (201) or a repeat (200)."""
-        answer = self._post("/v0/models", submission)
-        if answer.status_code not in (200, 201):
-            raise _error(answer, self.url)
-        return _problem(answer), answer.status_code == 201

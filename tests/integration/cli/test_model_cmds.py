@@ -1,5 +1,7 @@
 """``quorumbench model``, ``token list|revoke`` and ``account show`` against a real server
-(uvicorn in a thread, SQLite, fake model metadata: ``hf:`` refs need no Hub).
+(uvicorn in a thread, SQLite, fake model metadata: ``hf:`` refs need no Hub); and
+``submission validate --server`` and ``submission apply``, which ask the server through
+the same client (test_submission_files tests them against a local Hub).
 
 In process through CliRunner, and once as a subprocess as a user runs it. Credentials:
 ``QB_TOKEN`` (an API token), else the session ``quorumbench login`` keeps per server.
@@ -325,6 +327,74 @@ def test_an_unreachable_server_is_one_line(world):
         assert result.exit_code == 1
         assert result.stderr.startswith("error: cannot reach http://127.0.0.1:9")
         assert "Traceback" not in result.output
+
+
+def submission_file(folder: Path, ref: str) -> str:
+    path = folder / "submission.yaml"
+    path.write_text(f"model:\n  ref: {ref}\n  family: llama\n", encoding="utf-8")
+    return str(path)
+
+
+def test_submission_apply_uses_the_saved_session(world, tmp_path):
+    world.login("owner")
+    path = submission_file(tmp_path, hub_ref(12))
+    checked = world.cli("submission", "validate", path, who=None)
+    assert checked.exit_code == 0, checked.output
+    assert "accepted: registering it would succeed now" in flat(checked.stdout)
+    before = world.saved_refresh_token()
+    applied = world.cli("submission", "apply", path, who=None)
+    assert applied.exit_code == 0, applied.output
+    assert f"registered: model 1, {hub_ref(12)} ({world.url}/models/1)" in flat(applied.stdout)
+    assert world.saved_refresh_token() != before  # refreshed, and the new one kept
+    [model] = world.models()
+    assert model["ref"] == hub_ref(12) and model["family"] == "llama"
+    assert "account owner," in flat(world.cli("account", "show", who=None).stdout)
+
+
+def test_submission_apply_says_when_to_retry(make_world, tmp_path):
+    world = make_world(submission_rate_limit="1/minute")
+    result = world.cli("submission", "apply", submission_file(tmp_path, hub_ref(13)))
+    assert result.exit_code == 1  # validated (the one request a minute), then refused: 429
+    line = flat(result.stderr)
+    assert line.startswith(f"error: {world.url}: too many requests: ")
+    assert "; retry after " in line and line.endswith(" s")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert world.models() == []
+
+
+@pytest.mark.parametrize("door", ["model", "submission"])
+def test_a_registration_refused_with_a_report_prints_that_report(
+    world, tmp_path, monkeypatch, door
+):
+    """Validated, then refused by ``POST /v0/models`` (e.g. a limit reached meanwhile):
+    the refusal's own report is printed, and its first error is the one line."""
+    refused = world.validate(BIG)
+    sentence = next(f["message"] for f in refused["findings"] if f["level"] == "error")
+    real = http_module.Api.request
+
+    def refuse(self: Any, method: str, path: str, *, json: Any = None) -> httpx.Response:
+        if path == "/v0/models":
+            raise http_module.ApiError("refused", 422, {"report": refused})
+        return real(self, method, path, json=json)
+
+    monkeypatch.setattr(http_module.Api, "request", refuse)
+    if door == "model":
+        result = world.cli("model", "register", hub_ref(15))
+    else:
+        result = world.cli("submission", "apply", submission_file(tmp_path, hub_ref(15)))
+    assert result.exit_code == 1
+    assert "params-over-limit" in result.stdout and "refused" in result.stdout
+    assert result.stderr.strip().splitlines() == [f"error: {sentence}"]
+    assert world.models() == []
+
+
+def test_submission_validate_without_a_credential_says_how_to_log_in(world, tmp_path):
+    result = world.cli("submission", "validate", submission_file(tmp_path, hub_ref(14)), who=None)
+    assert result.exit_code == 1
+    assert flat(result.stderr) == (
+        f"error: not logged in to {world.url}: run `quorumbench login --server "
+        f"{world.url}`, or set QB_TOKEN to an API token"
+    )
 
 
 def test_server_failures_and_retry_after_read_from_the_answer():
