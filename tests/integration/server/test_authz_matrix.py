@@ -1110,6 +1110,29 @@ VARIANTS: list[Variant] = [
         fixed("/account/tokens/1/revoke"),
         rule=refused_for_all("not signed in", status=401),
     ),
+    # submitting and retiring on the site: a session only (a bearer is signed out)
+    *(
+        Variant(
+            "POST",
+            path,
+            "without a session",
+            PUBLIC,
+            lambda facts, caller, path=path: Request(path, None, {"ref": "hf:org/x@main"}),
+            rule=refused_for_all("not signed in", status=401),
+        )
+        for path in ("/submit/preview", "/submit/register")
+    ),
+    *(
+        Variant(
+            method,
+            "/account/models/{model_id}/retire",
+            "without a session",
+            PUBLIC,
+            fixed("/account/models/1/retire"),
+            rule=refused_for_all("not signed in", status=401),
+        )
+        for method in ("GET", "POST")
+    ),
 ]
 
 KNOWN_BUGS: dict[str, tuple[set[str], str]] = {}
