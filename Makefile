@@ -38,7 +38,7 @@ demo: install ## Install, then run the main job: `quorumbench demo` (server, 2 m
 
 test: install ## Run every test (unit, integration with the real model and data, CLI end to end), with the coverage gates.
 	rm -f .coverage .coverage.*
-	$(BIN)/python -m pytest -q --cov --cov-report=
+	$(BIN)/python -m pytest -q --cov --cov-report= --durations=25
 	@echo "coverage of core/ and protocol.py (must be $(COV_CORE)%):"
 	$(BIN)/coverage report --include='*/quorumbench/core/*,*/quorumbench/protocol.py' --fail-under=$(COV_CORE)
 	@echo "coverage of the package, in % (must be at least $(COV_MIN)):"
