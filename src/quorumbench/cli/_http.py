@@ -80,6 +80,18 @@ def answer_error(server: str, response: httpx.Response, credential: str) -> erro
     return ApiError(f"{server} answered HTTP {status}: {detail}", status, problem)
 
 
+def _json(server: str, response: httpx.Response) -> Any:
+    """A successful answer's JSON body (a proxy's HTML page is one clear error)."""
+    try:
+        return response.json()
+    except ValueError:
+        raise errors.ServerUnavailableError(
+            f"{server} answered HTTP {response.status_code} with something that is not JSON "
+            f"({response.headers.get('content-type', 'no content type')}): is --server the "
+            "QuorumBench server's URL?"
+        ) from None
+
+
 def _send(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
     try:
         return client.request(method, path, **kwargs)
@@ -176,10 +188,10 @@ class Api:
         return response
 
     def get(self, path: str) -> Any:
-        return self.request("GET", path).json()
+        return _json(self.server, self.request("GET", path))
 
     def post(self, path: str, body: Any = None) -> Any:
-        return self.request("POST", path, json=body).json()
+        return _json(self.server, self.request("POST", path, json=body))
 
     def delete(self, path: str) -> None:
         self.request("DELETE", path)
@@ -189,4 +201,4 @@ class Api:
         response = _send(self._client, "GET", path, params=params)
         if response.status_code >= 400:
             raise answer_error(self.server, response, "the request")
-        return response.json()
+        return _json(self.server, response)

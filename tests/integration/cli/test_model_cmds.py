@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli import _http as http_module
-from quorumbench.cli._http import answer_error
+from quorumbench.cli._http import _json, answer_error
 from quorumbench.cli.app import app
 from quorumbench.cli.login_cmd import save_session
 from quorumbench.errors import RateLimitedError, ServerUnavailableError
@@ -406,6 +406,12 @@ def test_server_failures_and_retry_after_read_from_the_answer():
     )
     assert isinstance(limited, RateLimitedError) and limited.retry_after == 17
     assert limited.message.endswith("; retry after 17 s")
+
+
+def test_an_answer_that_is_not_json_is_one_clear_error():
+    page = httpx.Response(200, text="<html>a proxy</html>", headers={"content-type": "text/html"})
+    with pytest.raises(ServerUnavailableError, match="not JSON \\(text/html\\): is --server"):
+        _json("http://s", page)
 
 
 def test_the_installed_command_as_a_subprocess(world):
