@@ -25,15 +25,12 @@ from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.app import app
 from quorumbench.services.accounts import create_account, issue_token
-from quorumbench.services.model_metadata import HfHubClient, inspect_model
-from quorumbench.services.wiring import build_context
-from quorumbench.settings import ServerSettings
 
 from .cli.test_submission_files import (  # noqa: F401 (fixtures)
-    MAX_PARAMS,
     SHA,
     db_url,
     hub,
+    hub_context,
     pg_database,
 )
 from .server.test_header_only_metadata import hub_dir, local_hub  # noqa: F401 (fixtures)
@@ -93,27 +90,10 @@ class Doors:
 
 @pytest.fixture
 def doors(db_url, tmp_path, hub) -> Iterator[Doors]:  # noqa: F811
-    settings = ServerSettings(
-        data_dir=tmp_path / "server",
-        database_url=db_url,
-        quota_evaluations=0,
-        registrations_per_week=10,
-        max_params=MAX_PARAMS,
-        benchmarks=["arith"],
-        samples_per_task=4,
-        canary_rate=0.0,
-        insecure_dev_login=True,
-    )
-    ctx = build_context(settings)
-
-    def inspect(ref: str) -> Any:
-        with HfHubClient(hub.url, token="hf_test") as client:
-            return inspect_model(ref, hub=client)
-
-    ctx.inspector = inspect
+    ctx = hub_context(db_url, tmp_path, hub, insecure_dev_login=True)
     create_account(ctx, "author")
     token = issue_token(ctx, "author").token
-    application = create_app(settings, context=ctx, run_scheduler=False)
+    application = create_app(ctx.settings, context=ctx, run_scheduler=False)
     with EmbeddedServer(application) as embedded, Browser(application) as browser:
         browser.dev_signin("author")
         yield Doors(embedded.url, token, browser, tmp_path)

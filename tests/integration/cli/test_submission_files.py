@@ -26,6 +26,7 @@ from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.app import app
 from quorumbench.services.accounts import create_account, issue_token
+from quorumbench.services.context import ServerContext
 from quorumbench.services.model_metadata import HfHubClient, inspect_model
 from quorumbench.services.submissions.offline import ACCOUNT_CODES
 from quorumbench.services.wiring import build_context
@@ -118,30 +119,36 @@ class Server:
         return found
 
 
-@pytest.fixture
-def server(db_url, tmp_path, hub) -> Iterator[Server]:
-    settings = ServerSettings(
-        data_dir=tmp_path / "server",
-        database_url=db_url,
-        quota_evaluations=0,
-        registrations_per_week=10,
-        max_params=MAX_PARAMS,
-        benchmarks=["arith"],
-        samples_per_task=4,
-        canary_rate=0.0,
-    )
-    ctx = build_context(settings)
+def hub_context(db_url: str, folder: Path, hub: LocalHub, **settings: Any) -> ServerContext:
+    """A server's context on ``db_url`` whose model reader is the local Hub's."""
+    base: dict[str, Any] = {
+        "data_dir": folder / "server",
+        "database_url": db_url,
+        "quota_evaluations": 0,
+        "registrations_per_week": 10,
+        "max_params": MAX_PARAMS,
+        "benchmarks": ["arith"],
+        "samples_per_task": 4,
+        "canary_rate": 0.0,
+    }
+    ctx = build_context(ServerSettings(**{**base, **settings}))
 
     def inspect(ref: str) -> Any:
         with HfHubClient(hub.url, token="hf_test") as client:
             return inspect_model(ref, hub=client)
 
     ctx.inspector = inspect
+    return ctx
+
+
+@pytest.fixture
+def server(db_url, tmp_path, hub) -> Iterator[Server]:
+    ctx = hub_context(db_url, tmp_path, hub)
     tokens = {}
     for name in ("maintainer", "other"):
         create_account(ctx, name)
         tokens[name] = issue_token(ctx, name).token
-    with EmbeddedServer(create_app(settings, context=ctx, run_scheduler=False)) as embedded:
+    with EmbeddedServer(create_app(ctx.settings, context=ctx, run_scheduler=False)) as embedded:
         yield Server(embedded.url, tokens)
     ctx.close()
 
