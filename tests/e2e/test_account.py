@@ -26,7 +26,7 @@ from quorumbench.services.models import register_model
 from quorumbench.services.runners import runner_for
 from quorumbench.settings import OAuthProvider
 
-from .test_web import AXE_TAGS, browser, shot
+from .test_web import AxeFindings, browser, shot
 
 __all__ = ["browser"]  # the module's Chromium, shared with test_web
 TOKEN = re.compile(r"^qb_[A-Za-z0-9_-]{43}$")
@@ -159,18 +159,13 @@ def test_the_account_pages_work_without_javascript_and_by_keyboard(browser, serv
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_sign_in_and_account_pages_pass_the_axe_checks(browser, server, scheme):
-    from axe_playwright_python.sync_playwright import Axe
-
-    axe = Axe()
+    axe = AxeFindings()
     context = new_context(browser, color_scheme=scheme)
-    found = {}
     try:
         page = context.new_page()
 
         def check(label: str) -> None:
-            results = axe.run(page, options={"runOnly": {"type": "tag", "values": AXE_TAGS}})
-            if results.violations_count:
-                found[label] = results.generate_snapshot()
+            axe.check(page, label)
 
         for path in ("/signin", "/account"):
             page.goto(server + path)
@@ -190,7 +185,7 @@ def test_the_sign_in_and_account_pages_pass_the_axe_checks(browser, server, sche
         check("error page")
     finally:
         context.close()
-    assert not found, found
+    assert not axe.found, axe.found
 
 
 def test_the_account_page_fits_a_phone(browser, server):

@@ -42,7 +42,7 @@ from quorumbench.services.model_metadata import HfHubClient, inspect_model
 from quorumbench.services.models import register_model
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch
 
-from .test_web import ARTIFACTS, AXE_TAGS, browser
+from .test_web import ARTIFACTS, AxeFindings, browser
 
 __all__ = ["browser"]  # the module's Chromium, shared with test_web
 BASE_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -283,18 +283,13 @@ def test_earn_register_the_demo_lora_from_the_form_and_retire_it(browser, server
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_submit_pages_pass_the_axe_checks(browser, server, site, scheme):
-    from axe_playwright_python.sync_playwright import Axe
-
-    axe = Axe()
+    axe = AxeFindings()
     context = new_context(browser, color_scheme=scheme)
-    found = {}
     try:
         page = context.new_page()
 
         def check(label: str) -> None:
-            results = axe.run(page, options={"runOnly": {"type": "tag", "values": AXE_TAGS}})
-            if results.violations_count:
-                found[label] = results.generate_snapshot()
+            axe.check(page, label)
 
         page.goto(server + "/submit")
         check("/submit signed out")
@@ -318,4 +313,4 @@ def test_the_submit_pages_pass_the_axe_checks(browser, server, site, scheme):
         check("retire confirmation")
     finally:
         context.close()
-    assert not found, found
+    assert not axe.found, axe.found

@@ -407,6 +407,21 @@ def test_the_static_export_works_from_disk(browser, seed, tmp_path):
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 
 
+class AxeFindings:
+    """axe-core (AXE_TAGS) over what a page shows, its violations kept by label."""
+
+    def __init__(self) -> None:
+        from axe_playwright_python.sync_playwright import Axe
+
+        self.axe = Axe()
+        self.found: dict[str, str] = {}
+
+    def check(self, page, label: str) -> None:
+        results = self.axe.run(page, options={"runOnly": {"type": "tag", "values": AXE_TAGS}})
+        if results.violations_count:
+            self.found[label] = results.generate_snapshot()
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_every_page_passes_the_axe_accessibility_checks(browser, server, seed, scheme):
     """axe-core (bundled by axe-playwright-python, run in the page) on every page, in
