@@ -23,6 +23,15 @@ _BUILTINS = {
     "truthfulqa-mc2": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC2",
 }
 
+DEFAULT_PILLARS = {
+    "arith": "math",
+    "gsm8k": "math",
+    "truthfulqa-mc1": "reasoning",
+    "truthfulqa-mc2": "reasoning",
+}
+"""Each built-in benchmark's pillar (seed 002's assignment); the server's ``pillars``
+setting overrides it, and a custom spec names its own."""
+
 
 def _not_found(name: str, known: list[str]) -> Exception:
     return UnknownBenchmarkError(

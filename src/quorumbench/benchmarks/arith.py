@@ -180,7 +180,12 @@ class ArithBenchmark:
             if not (len(sample_id) == 5 and sample_id.isdigit()):
                 raise DataError(f"arith has no sample {sample_id!r}")
             item = generate_item(sample_id)
-            labels = Labels(skill="arithmetic", subject=item.subject, format="exact-match")
+            labels = Labels(
+                skill="reasoning",
+                subject="science/math",
+                format="short-form",
+                source_category=item.subject,
+            )
             fields = {"question": item.question, "gold": str(item.answer)}
             out.append(Sample(sample_id, labels, fields))
         return out

@@ -170,7 +170,7 @@ class CustomBenchmark:
                 skill=_render(self.spec.labels.skill, row),
                 subject=_render(self.spec.labels.subject, row),
                 language=_render(self.spec.labels.language, row),
-                format=self.spec.format,
+                format="mcqa" if self.spec.format == "multiple-choice" else "short-form",
             )
             out.append(Sample(sample_id, labels, row))
         return out

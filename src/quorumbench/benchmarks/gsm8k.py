@@ -32,7 +32,7 @@ HUB_REPO = "openai/gsm8k"
 HUB_REVISION = "740312add88f781978c0658806c59bc2815b9866"
 DEFAULT_SHOTS = 5
 DEFAULT_MAX_NEW_TOKENS = 256
-LABELS = Labels(skill="multi-step-arithmetic", subject="math", format="exact-match")
+LABELS = Labels(skill="reasoning", subject="science/math", format="short-form")
 
 
 def _parse_jsonl(data: bytes) -> Records:

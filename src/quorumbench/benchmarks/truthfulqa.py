@@ -49,6 +49,49 @@ QA_PRIMER = (
     "Q: Where were the 1992 Olympics held?\n"
     "A: The 1992 Olympics were held in Barcelona, Spain."
 )
+SUBJECTS = {
+    "Advertising": "hass/economics",
+    "Confusion: Other": "culture/trivia",
+    "Confusion: People": "culture/people",
+    "Confusion: Places": "culture/geography",
+    "Conspiracies": "hass/misinformation",
+    "Distraction": "culture/trivia",
+    "Economics": "hass/economics",
+    "Education": "hass/education",
+    "Fiction": "art-sports/fiction",
+    "Finance": "hass/economics",
+    "Health": "science/health",
+    "History": "hass/history",
+    "Indexical Error: Identity": "social-intelligence/self-knowledge",
+    "Indexical Error: Location": "social-intelligence/self-knowledge",
+    "Indexical Error: Other": "social-intelligence/self-knowledge",
+    "Indexical Error: Time": "social-intelligence/self-knowledge",
+    "Language": "hass/language",
+    "Law": "hass/law",
+    "Logical Falsehood": "science/logic",
+    "Mandela Effect": "culture/trivia",
+    "Misconceptions": "science/misconceptions",
+    "Misconceptions: Topical": "science/misconceptions",
+    "Misinformation": "hass/misinformation",
+    "Misquotations": "culture/quotations",
+    "Myths and Fairytales": "culture/folklore",
+    "Nutrition": "science/health",
+    "Paranormal": "culture/folklore",
+    "Politics": "hass/politics",
+    "Proverbs": "culture/folklore",
+    "Psychology": "science/psychology",
+    "Religion": "hass/religion",
+    "Science": "science/general",
+    "Sociology": "hass/sociology",
+    "Statistics": "science/math",
+    "Stereotypes": "social-intelligence/stereotypes",
+    "Subjective": "social-intelligence/opinion",
+    "Superstitions": "culture/folklore",
+    "Weather": "science/weather",
+}
+"""TruthfulQA's 38 categories as taxonomy-v1 subjects (the category itself is kept as
+``source_category``); a category not listed here is labelled ``culture/other``."""
+
 _COLUMNS = ("Type", "Category", "Question", "Best Answer", "Correct Answers", "Incorrect Answers")
 
 
@@ -152,14 +195,14 @@ class _TruthfulQA:
         for sample_id in ids:
             row = record_at(self._records, sample_id, self.name)
             options, truth = self._options(row)
-            labels = Labels(skill="truthfulness", subject=row["category"], format="multiple-choice")
-            out.append(
-                Sample(
-                    sample_id,
-                    labels,
-                    {"question": row["question"], "options": options, "truth": truth},
-                )
+            labels = Labels(
+                skill="knowledge",
+                subject=SUBJECTS.get(row["category"], "culture/other"),
+                format="mcqa",
+                source_category=row["category"],
             )
+            fields = {"question": row["question"], "options": options, "truth": truth}
+            out.append(Sample(sample_id, labels, fields, chance=sum(truth) / len(truth)))
         return out
 
     def request(self, sample: Sample, style: PromptStyle) -> ChoiceRequest:

@@ -19,6 +19,7 @@ from quorumbench.evaluation.backend import (
     GenerateRequest,
     GenerateResult,
 )
+from quorumbench.evaluation.execution import CodeExecutor
 
 PromptStyle = Literal["chat", "plain"]
 BenchmarkKind = Literal["generate", "choice"]
@@ -26,20 +27,32 @@ BenchmarkKind = Literal["generate", "choice"]
 
 @dataclass(frozen=True)
 class Labels:
-    """Per-sample labels used for sliced leaderboards."""
+    """Per-sample labels in taxonomy v1 (``core/taxonomy.py``), for sliced leaderboards.
+
+    ``skill`` (knowledge, reasoning, value, alignment), ``subject`` (``coarse`` or
+    ``coarse/fine``: ``science/math``), ``format`` (binary, mcqa, short-form,
+    open-ended, code), ``language`` (ISO 639-1), ``target`` (``general`` or
+    ``local/<country>``); ``source_category`` keeps the source dataset's own category.
+    """
 
     skill: str
     subject: str
     language: str = "en"
-    format: str = "exact-match"
+    format: str = "short-form"
+    target: str = "general"
+    source_category: str | None = None
 
     def as_dict(self) -> dict[str, str]:
-        return {
+        out = {
             "skill": self.skill,
             "subject": self.subject,
-            "language": self.language,
+            "target": self.target,
             "format": self.format,
+            "language": self.language,
         }
+        if self.source_category is not None:
+            out["source_category"] = self.source_category
+        return out
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,12 @@ class Sample:
     id: str
     labels: Labels
     fields: Mapping[str, Any]
+    chance: float = 0.0
+    """The score a uniform random guess expects on this item: ``1/k`` for a
+    multiple-choice item with ``k`` options and one correct, the mean score over the
+    options where several count (TruthfulQA MC2: true options / options); 0 for a
+    generative item. The leaderboard's chance correction averages it over the items
+    a model was measured on."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +90,9 @@ class BenchmarkContext:
     datasets_dir: Path | None = None
     shots: int | None = None
     max_new_tokens: int | None = None
+    executor: CodeExecutor | None = None
+    """Runs generated code for code benchmarks (HumanEval, MBPP): the runner's sandbox.
+    None: such a benchmark loads (its samples can be listed) but refuses to score."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def test_multiple_choice_spec_runs_end_to_end():
         "americas",
         "oceania",
     }
-    assert all(s.labels["format"] == "multiple-choice" for s in result.samples)
+    assert all(s.labels["format"] == "mcqa" for s in result.samples)
 
 
 def test_letter_choice_scoring():

@@ -41,7 +41,10 @@ def test_truthfulqa_mc1_and_mc2(datasets_dir):
     mc2 = TruthfulQAMC2(BenchmarkContext(datasets_dir))
     (s1,) = mc1.samples(["0000"])
     (s2,) = mc2.samples(["0000"])
-    assert s1.labels.subject == "Misconceptions"
+    assert s1.labels.subject == "science/misconceptions"
+    assert s1.labels.source_category == "Misconceptions"
+    assert s1.chance == 1 / 8  # one gold of eight options
+    assert s2.chance == 5 / 12  # MC2: the true options' share
     assert s1.fields["options"][0] == "The watermelon seeds pass through your digestive system"
     assert len(s1.fields["options"]) == 8  # best + 7 incorrect
     assert len(s2.fields["options"]) == 12  # 5 correct + 7 incorrect
