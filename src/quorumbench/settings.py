@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from quorumbench.core.taxonomy import SEED_PILLAR_WEIGHTS, normalised_weights, pillar_problem
 from quorumbench.errors import ConfigError
 
 
@@ -232,6 +233,20 @@ class ServerSettings(BaseSettings):
         default_factory=lambda: ["arith"],
         description="Benchmarks registered and scheduled at startup.",
     )
+    pillars: dict[str, str] = Field(
+        default_factory=dict,
+        description="Benchmark name -> pillar (reasoning, coding, math, language, safety), "
+        "overriding the built-in assignment (benchmarks.DEFAULT_PILLARS) and a custom "
+        "spec's own pillar; every active benchmark needs one, or the server refuses to "
+        "start. Part of the aggregate's basis.",
+    )
+    pillar_weights: dict[str, float] = Field(
+        default_factory=lambda: dict(SEED_PILLAR_WEIGHTS),
+        description="Weight of each of the five pillars in the aggregate (finite, >= 0, "
+        "one positive), normalised to sum to 1; default seed 002's 0.35/0.20/0.15/0.20/"
+        "0.20. A model is ranked on the aggregate only with a score on every pillar of "
+        "positive weight. Part of the aggregate's basis.",
+    )
     max_params: int = Field(
         20_000_000_000, ge=1, description="Largest model (parameters) that may register."
     )
@@ -374,6 +389,18 @@ class ServerSettings(BaseSettings):
                 f"QB_DEPTH_TIERS {self.depth_tiers} must rise above QB_SAMPLES_PER_TASK "
                 f"({self.samples_per_task}), e.g. [25, 100]"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _pillars(self) -> ServerSettings:
+        try:
+            normalised_weights(self.pillar_weights)
+        except ValueError as exc:
+            raise ConfigError(f"QB_PILLAR_WEIGHTS {self.pillar_weights}: {exc}") from exc
+        for name, pillar in sorted(self.pillars.items()):
+            problem = pillar_problem(pillar)
+            if problem:
+                raise ConfigError(f"QB_PILLARS gives benchmark {name!r} a {problem}")
         return self
 
     @model_validator(mode="after")

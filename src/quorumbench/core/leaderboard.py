@@ -141,13 +141,25 @@ def model_aggregate(parts: Sequence[BenchmarkPart], n_active: int) -> ModelAggre
     )
 
 
-def aggregate_basis(weights: Mapping[int, float]) -> str:
-    """A digest of the active benchmarks' ids and weights (64 hex characters).
+def aggregate_basis(
+    weights: Mapping[int, float],
+    *,
+    pillars: Mapping[int, str] | None = None,
+    pillar_weights: Mapping[str, float] | None = None,
+) -> str:
+    """A digest of the active benchmarks' ids and weights (64 hex characters), and of
+    their pillars and the pillar weights when given (``core/pillars.py``).
 
-    Two sets of weights get the same basis exactly when they are equal, whatever the
-    order they are given in.
+    Two bases are equal exactly when all of these are, whatever the order they are
+    given in. Without pillars the digest is the one of before pillars (migrations
+    0002 and 0011 computed it so), which no aggregate with pillars has.
     """
     text = ";".join(f"{bench_id}:{float(w).hex()}" for bench_id, w in sorted(weights.items()))
+    if pillars is not None or pillar_weights is not None:
+        text += "|" + ";".join(f"{b}:{p}" for b, p in sorted((pillars or {}).items()))
+        text += "|" + ";".join(
+            f"{p}:{float(w).hex()}" for p, w in sorted((pillar_weights or {}).items())
+        )
     return sha256_hex(text)
 
 

@@ -129,8 +129,12 @@ class Benchmark(Base):
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     samples_per_task: Mapped[int] = mapped_column(Integer)
     weight: Mapped[float] = mapped_column(Float, default=1.0)
+    """Its weight within its pillar (core/pillars.py)."""
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime]
+    pillar: Mapped[str | None] = mapped_column(String(16), default=None)
+    """Its pillar, set at every startup from the settings, a custom spec or the built-in
+    assignment (services/benchmarks.py); None for a version no server has run since."""
 
 
 class Epoch(Base):
@@ -178,6 +182,8 @@ class Task(Base):
     canary: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     """For a canary: the settled per-sample answers it is checked against and their
     source tasks. Never shown to runners, and public only once the task is final."""
+    chance_sum: Mapped[float | None] = mapped_column(Float, default=None)
+    """The sum of its samples' chance levels (``Sample.chance``), set when it is DONE."""
 
 
 class LeaseState(StrEnum):
@@ -315,15 +321,19 @@ class LeaderboardEntry(Base):
     ci_low: Mapped[float] = mapped_column(Float)
     ci_high: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[datetime]
+    chance_sum: Mapped[float | None] = mapped_column(Float, default=None)
+    """The sum of the chance levels of its tasks' samples (the mean chance level is
+    ``chance_sum / n_samples``, core/pillars.py); None while not known (rows from
+    before migration 0014, until the next startup fills them in)."""
 
 
 class LeaderboardAggregate(Base):
-    """A model's weighted aggregate over the active benchmarks, one row per model.
+    """A model's weighted aggregate over pillars (core/pillars.py), one row per model.
 
     Kept current in the transaction that finalizes a task (services/leaderboard.py) and
-    rebuilt at startup when the active benchmarks or their weights change (``basis``,
-    see core/leaderboard.py). Only ``complete`` rows (measured on every active
-    benchmark) are ranked; each sort key pages through an index.
+    rebuilt at startup when the active benchmarks, their weights or pillars, or the
+    pillar weights change (``basis``). Only ``complete`` rows (a score on every pillar
+    of positive weight) are ranked; each sort key pages through an index.
     """
 
     __tablename__ = "leaderboard_aggregates"
@@ -347,7 +357,12 @@ class LeaderboardAggregate(Base):
     ci_high: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[datetime]
     basis: Mapped[str] = mapped_column(String(64))
-    """``aggregate_basis`` of the benchmark weights this row was computed with."""
+    """``aggregate_basis`` of the benchmarks, weights, pillars and pillar weights this row
+    was computed with (core/pillars.py ``rule_basis``)."""
+    pillars: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    """Each pillar with a score: {pillar: {score, stderr, ci_low, ci_high}}."""
+    missing_pillars: Mapped[list[Any]] = mapped_column(default=list)
+    """Pillars of positive weight without a score (empty: ``complete``)."""
 
 
 class LogEntry(Base):

@@ -22,6 +22,7 @@ from quorumbench.db.models import ConsensusOutcome, LeaderboardEntry, Result, Ru
 from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
 from quorumbench.services import publiclog
+from quorumbench.services.chance import task_chance_sum
 from quorumbench.services.context import ServerContext, forget_identities
 from quorumbench.services.leaderboard import entry_values, refresh_aggregate
 
@@ -106,6 +107,7 @@ def _publish_done(
     """Make a DONE verdict public: outcome, reputation, leaderboard and log."""
     _record_outcome(conn, task, verdict, now)
     task.status = TaskStatus.DONE
+    chance = task_chance_sum(ctx, conn, task.id)
     conn.execute(
         _TASK,
         {
@@ -113,10 +115,11 @@ def _publish_done(
             "status": TaskStatus.DONE,
             "score": verdict.score,
             "finalized_at": now,
+            "chance_sum": chance,
         },
     )
     _update_reputation(ctx, conn, counted, verdict)
-    _update_leaderboard(ctx, conn, task_row, verdict, now)
+    _update_leaderboard(ctx, conn, task_row, verdict, chance, now)
     _log_final(ctx, conn, task, verdict, now)
     task.note("task.finalized", status=TaskStatus.DONE, round=task.round, score=verdict.score)
 
@@ -169,9 +172,15 @@ def _tally(ctx: ServerContext, conn: Connection, deltas: dict[int, tuple[int, in
 
 
 def _update_leaderboard(
-    ctx: ServerContext, conn: Connection, task: Any, verdict: Verdict, now: datetime
+    ctx: ServerContext,
+    conn: Connection,
+    task: Any,
+    verdict: Verdict,
+    chance: float | None,
+    now: datetime,
 ) -> None:
-    """Add a DONE task to its (model, benchmark) row, then the model's aggregate."""
+    """Add a DONE task (and its samples' chance sum, None: not known) to its (model,
+    benchmark) row, then the model's aggregate."""
     assert verdict.score is not None
     samples = list(verdict.sample_consensus) or [verdict.score] * task.n_samples
     key = {"model_id": task.model_id, "benchmark_id": task.benchmark_id}
@@ -187,12 +196,15 @@ def _update_leaderboard(
         "ci_low": 0.0,
         "ci_high": 0.0,
         "updated_at": now,
+        "chance_sum": 0.0,
     }
     entry = ctx.db.locked_row(conn, LeaderboardEntry, key, empty)
     before = Accumulator(
         entry.n_tasks, entry.n_samples, entry.weighted_sum, entry.sample_sum, entry.sample_sumsq
     )
     values = entry_values(before.add_task(verdict.score, samples), now)
+    known = entry.chance_sum is not None and chance is not None
+    values["chance_sum"] = entry.chance_sum + chance if known else None
     conn.execute(_ENTRY, {"model_id_": task.model_id, "benchmark_id_": task.benchmark_id, **values})
     # Then the model's aggregate over benchmarks, in this transaction: it locks the
     # aggregate row after the per-benchmark row above (the one lock order everywhere).

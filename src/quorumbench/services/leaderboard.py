@@ -42,16 +42,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from quorumbench.core.leaderboard import (
-    Accumulator,
-    BenchmarkPart,
-    Interval,
-    ModelAggregate,
-    aggregate_basis,
-    interval,
-    model_aggregate,
+from quorumbench.core.leaderboard import Accumulator, Interval, interval
+from quorumbench.core.pillars import (
+    AggregateRule,
+    MeasuredBenchmark,
+    PillarAggregate,
+    corrected,
+    mean_chance,
+    pillar_aggregate,
+    rule_basis,
 )
 from quorumbench.core.ranking import Standings, standings
+from quorumbench.core.taxonomy import normalised_weights
 from quorumbench.db.engine import Executor
 from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Model
 from quorumbench.errors import ConfigError, NotFoundError
@@ -64,10 +66,11 @@ SORT_KEYS: tuple[SortKey, ...] = ("score", "ci_low", "n_samples", "updated_at", 
 
 @dataclass(frozen=True)
 class Row:
-    rank: int
-    """Position by score on the whole board; equal scores share it (core/ranking.py)."""
-    rank_best: int
-    rank_worst: int
+    rank: int | None
+    """Position by score on the whole board; equal scores share it (core/ranking.py).
+    None for an aggregate row that is not complete (listed on request only)."""
+    rank_best: int | None
+    rank_worst: int | None
     """The best and worst rank the 95% intervals allow."""
     model_id: int
     model: str
@@ -79,6 +82,16 @@ class Row:
     n_samples: int
     n_tasks: int
     updated_at: datetime
+    pillar: str | None = None
+    """A benchmark row's pillar."""
+    chance: float | None = None
+    """A benchmark row's mean chance level over its items (None: not known yet)."""
+    normalised: Interval | None = None
+    """A benchmark row's chance-corrected score and interval (core/pillars.py)."""
+    pillars: dict[str, Interval] | None = None
+    """An aggregate row's pillar scores (the pillars that have one)."""
+    missing_pillars: tuple[str, ...] = ()
+    """An aggregate row's pillars of positive weight without a score (then unranked)."""
 
 
 @dataclass(frozen=True)
@@ -100,30 +113,35 @@ def leaderboard(
     model_query: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    unranked: bool = False,
 ) -> Page:
-    """One benchmark's ranking, or the aggregate over benchmarks when ``benchmark`` is None."""
+    """One benchmark's ranking, or the aggregate over pillars when ``benchmark`` is None
+    (with ``unranked``, also the models not complete, with rank None)."""
     if sort not in SORT_KEYS:
         raise ConfigError(f"cannot sort by {sort!r}; use one of {', '.join(SORT_KEYS)}")
     with ctx.db.read() as session:
         if ctx.db.dialect == "postgresql":  # one snapshot for the count, ranks and page
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        pillar: str | None = None
         if benchmark in (None, AGGREGATE):
             board: Board = LeaderboardAggregate
             name = AGGREGATE
-            where: list[ColumnElement[bool]] = [LeaderboardAggregate.complete == true()]
+            ranked_only = [LeaderboardAggregate.complete == true()]
+            where: list[ColumnElement[bool]] = [] if unranked else list(ranked_only)
         else:
             bench = session.execute(
-                select(Benchmark.id, Benchmark.name)
+                select(Benchmark.id, Benchmark.name, Benchmark.pillar)
                 .where(Benchmark.name == benchmark, Benchmark.active)
                 .order_by(Benchmark.version.desc())
                 .limit(1)
             ).first()
             if bench is None:
                 raise NotFoundError(f"no active benchmark named {benchmark!r}")
-            board, name = LeaderboardEntry, bench.name
+            board, name, pillar = LeaderboardEntry, bench.name, bench.pillar
             where = [LeaderboardEntry.benchmark_id == bench.id]
+            ranked_only = list(where)
         where.append(on_board(board))  # retired models are off every board
-        ranked_on = list(where)  # the board: ranks ignore the filters below
+        ranked_on = [*ranked_only, on_board(board)]  # ranks ignore the filters below
         if min_samples > 0:  # (0 would add an always-true range term)
             # ``+ 0`` keeps the planner on the sort key's index (SQLite's unary-plus
             # idiom): most rows pass, and scanning the range then sorting is slower.
@@ -136,25 +154,50 @@ def leaderboard(
         total = session.scalar(counted.where(*where, *named)) or 0
         rows = session.execute(_ranked(board, where, named, sort, descending, limit, offset)).all()
         places = board_standings(session, board, ranked_on) if rows else standings(())
-        return Page(
-            [
-                Row(
-                    *places.rank(r.score, r.ci_low, r.ci_high),
-                    r.model_id,
-                    r.name,
-                    name,
-                    r.score,
-                    r.stderr,
-                    r.ci_low,
-                    r.ci_high,
-                    r.n_samples,
-                    r.n_tasks,
-                    r.updated_at,
-                )
-                for r in rows
-            ],
-            total,
-        )
+        return Page([_row(r, name, pillar, places) for r in rows], total)
+
+
+def _row(r: Any, name: str, pillar: str | None, places: Standings) -> Row:
+    """A page row: a benchmark's with its chance correction, the aggregate's with its
+    pillars (ranked only when complete)."""
+    rank: tuple[int | None, int | None, int | None] = (None, None, None)
+    if name != AGGREGATE or r.complete:
+        rank = places.rank(r.score, r.ci_low, r.ci_high)
+    if name == AGGREGATE:
+        extra: dict[str, Any] = {
+            "pillars": stored_pillars(r.pillars),
+            "missing_pillars": tuple(r.missing_pillars or ()),
+        }
+    else:
+        chance = mean_chance(r.chance_sum, r.n_samples)
+        raw = Interval(r.score, r.stderr, r.ci_low, r.ci_high)
+        extra = {
+            "pillar": pillar,
+            "chance": chance,
+            "normalised": None if chance is None else corrected(raw, chance),
+        }
+    return Row(
+        *rank,
+        r.model_id,
+        r.name,
+        name,
+        r.score,
+        r.stderr,
+        r.ci_low,
+        r.ci_high,
+        r.n_samples,
+        r.n_tasks,
+        r.updated_at,
+        **extra,
+    )
+
+
+def stored_pillars(stored: dict[str, Any] | None) -> dict[str, Interval]:
+    """An aggregate row's ``pillars`` column as intervals."""
+    return {
+        p: Interval(v["score"], v["stderr"], v["ci_low"], v["ci_high"])
+        for p, v in (stored or {}).items()
+    }
 
 
 def on_board(board: Board) -> ColumnElement[bool]:
@@ -198,6 +241,15 @@ def _ranked(
         board.n_samples,
         board.n_tasks,
         board.updated_at,
+        *(
+            [
+                LeaderboardAggregate.complete,
+                LeaderboardAggregate.pillars,
+                LeaderboardAggregate.missing_pillars,
+            ]
+            if board is LeaderboardAggregate
+            else [LeaderboardEntry.chance_sum]
+        ),
     ]
     if sort == "model":
         models = (
@@ -246,9 +298,9 @@ def refresh_aggregate(ctx: ServerContext, session: Executor, model_id: int) -> N
     """Recompute one model's aggregate row from its per-benchmark rows.
 
     Called in the finalizing transaction right after a per-benchmark row changed (and
-    locked it). Makes sure the aggregate row exists, locks it, then reads the weights
-    and the model's rows on the active benchmarks (a handful); a model with none has
-    no aggregate row.
+    locked it). Makes sure the aggregate row exists, locks it, then reads the rule
+    (benchmarks, weights, pillars) and the model's rows on the active benchmarks (a
+    handful); a model with none has no aggregate row.
     """
     ctx.db.locked_row(
         session,
@@ -265,34 +317,36 @@ def refresh_aggregate(ctx: ServerContext, session: Executor, model_id: int) -> N
             "ci_high": 0.0,
             "updated_at": ctx.now(),
             "basis": "",
+            "pillars": {},
+            "missing_pillars": [],
         },
     )
-    weights = _active_weights(session)
-    rows = session.execute(_MODEL_ENTRIES, {"ids": list(weights), "model_id_": model_id}).all()
+    rule = active_rule(ctx, session)
+    ids = list(rule.benchmarks)
+    rows = session.execute(_MODEL_ENTRIES, {"ids": ids, "model_id_": model_id}).all()
     if not rows:
         session.execute(_DROP_AGGREGATE, {"model_id_": model_id})
         return
-    aggregate = model_aggregate([_part(weights, r) for r in rows], len(weights))
+    aggregate = pillar_aggregate([_part(r) for r in rows], rule)
     session.execute(
-        _SET_AGGREGATE,
-        {"model_id_": model_id, **aggregate_values(aggregate, aggregate_basis(weights))},
+        _SET_AGGREGATE, {"model_id_": model_id, **aggregate_values(aggregate, rule_basis(rule))}
     )
 
 
 def sync_aggregates(ctx: ServerContext, session: Session) -> bool:
     """Rebuild every aggregate row if any is out of date; whether it did.
 
-    Out of date: a row computed with other benchmarks or weights than the active ones
-    now, or a model with rows on active benchmarks but no aggregate (rows loaded
-    behind the server's back, a migration run offline).
+    Out of date: a row computed with other benchmarks, weights, pillars or pillar
+    weights than the active ones now, or a model with rows on active benchmarks but
+    no aggregate (rows loaded behind the server's back, a migration run offline).
     """
-    weights = _active_weights(session)
-    basis = aggregate_basis(weights)
+    rule = active_rule(ctx, session)
+    basis = rule_basis(rule)
     stale = session.scalar(select(exists().where(LeaderboardAggregate.basis != basis)))
     missing = session.scalar(
         select(
             exists().where(
-                LeaderboardEntry.benchmark_id.in_(weights),
+                LeaderboardEntry.benchmark_id.in_(list(rule.benchmarks)),
                 ~exists().where(LeaderboardAggregate.model_id == LeaderboardEntry.model_id),
             )
         )
@@ -306,16 +360,16 @@ def sync_aggregates(ctx: ServerContext, session: Session) -> bool:
 def rebuild_aggregates(ctx: ServerContext, session: Session) -> int:
     """Recompute every aggregate row from the per-benchmark rows; how many there are."""
     if ctx.db.dialect == "postgresql":
-        # Writers (finalizations) wait until this commits, then read the new weights;
+        # Writers (finalizations) wait until this commits, then read the new rule;
         # readers carry on with the old rows.
         session.execute(text("LOCK TABLE leaderboard_aggregates IN EXCLUSIVE MODE"))
-    weights = _active_weights(session)
-    basis = aggregate_basis(weights)
-    by_model: dict[int, list[BenchmarkPart]] = {}
-    for row in session.execute(_entries(weights)):
-        by_model.setdefault(row.model_id, []).append(_part(weights, row))
+    rule = active_rule(ctx, session)
+    basis = rule_basis(rule)
+    by_model: dict[int, list[MeasuredBenchmark]] = {}
+    for row in session.execute(_entries(list(rule.benchmarks))):
+        by_model.setdefault(row.model_id, []).append(_part(row))
     rows = [
-        {"model_id": model_id, **aggregate_values(model_aggregate(parts, len(weights)), basis)}
+        {"model_id": model_id, **aggregate_values(pillar_aggregate(parts, rule), basis)}
         for model_id, parts in sorted(by_model.items())
     ]
     session.execute(delete(LeaderboardAggregate))
@@ -324,11 +378,16 @@ def rebuild_aggregates(ctx: ServerContext, session: Session) -> int:
     return len(rows)
 
 
-_ACTIVE_WEIGHTS = select(Benchmark.id, Benchmark.weight).where(Benchmark.active)
+_ACTIVE = select(Benchmark.id, Benchmark.weight, Benchmark.pillar).where(Benchmark.active)
 
 
-def _active_weights(session: Executor) -> dict[int, float]:
-    return {bench_id: weight for bench_id, weight in session.execute(_ACTIVE_WEIGHTS)}
+def active_rule(ctx: ServerContext, session: Executor) -> AggregateRule:
+    """The aggregate's rule now: the active benchmarks' weights and pillars, and the
+    settings' pillar weights, normalised."""
+    return AggregateRule(
+        {bench_id: (weight, pillar) for bench_id, weight, pillar in session.execute(_ACTIVE)},
+        normalised_weights(ctx.settings.pillar_weights),
+    )
 
 
 _ENTRY_COLUMNS = select(
@@ -341,11 +400,12 @@ _ENTRY_COLUMNS = select(
     LeaderboardEntry.n_samples,
     LeaderboardEntry.n_tasks,
     LeaderboardEntry.updated_at,
+    LeaderboardEntry.chance_sum,
 )
 
 
-def _entries(weights: dict[int, float]) -> Select[*tuple[Any, ...]]:
-    return _ENTRY_COLUMNS.where(LeaderboardEntry.benchmark_id.in_(weights))
+def _entries(ids: list[int]) -> Select[*tuple[Any, ...]]:
+    return _ENTRY_COLUMNS.where(LeaderboardEntry.benchmark_id.in_(ids))
 
 
 _THIS_MODEL = bindparam("model_id_", type_=Integer)
@@ -357,10 +417,11 @@ _DROP_AGGREGATE = delete(LeaderboardAggregate).where(LeaderboardAggregate.model_
 _SET_AGGREGATE = update(LeaderboardAggregate).where(LeaderboardAggregate.model_id == _THIS_MODEL)
 
 
-def _part(weights: dict[int, float], row: Any) -> BenchmarkPart:
-    return BenchmarkPart(
-        weights[row.benchmark_id],
+def _part(row: Any) -> MeasuredBenchmark:
+    return MeasuredBenchmark(
+        row.benchmark_id,
         Interval(row.score, row.stderr, row.ci_low, row.ci_high),
+        mean_chance(row.chance_sum, row.n_samples),
         row.n_samples,
         row.n_tasks,
         row.updated_at,
@@ -385,7 +446,16 @@ def entry_values(acc: Accumulator, updated_at: datetime) -> dict[str, Any]:
     }
 
 
-def aggregate_values(aggregate: ModelAggregate, basis: str) -> dict[str, Any]:
+def interval_dict(value: Interval) -> dict[str, float]:
+    return {
+        "score": value.score,
+        "stderr": value.stderr,
+        "ci_low": value.ci_low,
+        "ci_high": value.ci_high,
+    }
+
+
+def aggregate_values(aggregate: PillarAggregate, basis: str) -> dict[str, Any]:
     """A model's aggregate row's columns."""
     return {
         "n_benchmarks": aggregate.n_benchmarks,
@@ -398,4 +468,6 @@ def aggregate_values(aggregate: ModelAggregate, basis: str) -> dict[str, Any]:
         "ci_high": aggregate.interval.ci_high,
         "updated_at": aggregate.updated_at,
         "basis": basis,
+        "pillars": {p: interval_dict(v) for p, v in aggregate.pillars.items()},
+        "missing_pillars": list(aggregate.missing),
     }
