@@ -1,11 +1,11 @@
 """Chance levels of the server's tasks and leaderboard rows (core/pillars.py).
 
 A task's ``chance_sum`` is the sum of its samples' chance levels (``Sample.chance``),
-read from the benchmark object this process loaded (``services/benchmarks.loaded``)
-when the task is DONE; a leaderboard row accumulates its tasks' sums. When the
-loaded benchmark is another version (or cannot be loaded here), a generative
-benchmark's items still have chance level 0; a multiple-choice one's sum is not
-known (None), and the row's becomes None until :func:`fill_chance_sums`, run at every
+set when the task is DONE: 0 for a generative benchmark (every item's level is 0),
+else read from the benchmark object this process loaded
+(``services/benchmarks.loaded``); a leaderboard row accumulates its tasks' sums. When
+the loaded benchmark is another version (or cannot be loaded here), a
+multiple-choice task's sum is not known (None), and the row's becomes None until :func:`fill_chance_sums`, run at every
 startup for the active benchmarks, fills it in from the tasks' sample ids.
 """
 
@@ -58,14 +58,17 @@ def _benchmark(ctx: ServerContext, row: Any) -> Benchmark | None:
 
 def chance_sum(ctx: ServerContext, row: Any, sample_ids: Sequence[str]) -> float | None:
     """The sum of the chance levels of ``sample_ids`` of the benchmark ``row`` (name,
-    version, dataset_sha256, kind); None when not known here."""
+    version, dataset_sha256, kind): 0 for a generative benchmark, else from the loaded
+    benchmark's samples; None when not known here."""
+    if row.kind == "generate":
+        return 0.0
     bench = _benchmark(ctx, row)
-    if bench is not None:
-        try:
-            return sum(s.chance for s in bench.samples(list(sample_ids)))
-        except (KeyError, IndexError, ValueError, QuorumError):
-            return None
-    return 0.0 if row.kind == "generate" else None
+    if bench is None:
+        return None
+    try:
+        return sum(s.chance for s in bench.samples(list(sample_ids)))
+    except (KeyError, IndexError, ValueError, QuorumError):
+        return None
 
 
 def task_chance_sum(ctx: ServerContext, conn: Executor, task_id: int) -> float | None:

@@ -42,6 +42,7 @@ from quorumbench.db.models import (
 )
 from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import create_account
+from quorumbench.services.benchmarks import ensure_benchmarks
 from quorumbench.services.leaderboard import (
     AGGREGATE,
     Row,
@@ -52,6 +53,13 @@ from quorumbench.services.leaderboard import (
 from quorumbench.services.results import ResultPayload, submit_result
 
 Z = 1.959963984540054
+ONE_PILLAR: dict[str, Any] = {
+    "pillars": {"sums": "math", "third": "math"},
+    "pillar_weights": {"reasoning": 0, "coding": 0, "math": 1, "language": 0, "safety": 0},
+}
+"""Every benchmark here in the math pillar, the only one weighted: the aggregate is the
+weighted mean of the benchmarks' (chance-corrected) scores, which for these generative
+benchmarks, chance level 0, are their raw scores (five pillars: test_pillars.py)."""
 SORTS = ("score", "ci_low", "n_samples", "updated_at", "model")
 
 
@@ -206,7 +214,7 @@ class Scene:
 
 @pytest.fixture
 def scene(make_ctx, clock, db_url, sums_spec) -> Scene:
-    return Scene(make_ctx(db_url, benchmarks=["arith", sums_spec]), clock)
+    return Scene(make_ctx(db_url, **ONE_PILLAR, benchmarks=["arith", sums_spec]), clock)
 
 
 # --- the reference: the previous read-time computation -----------------------------
@@ -314,8 +322,18 @@ def reference_page(rows, sort="score", descending=True, min_samples=0, q=None, l
 
 
 def page_of(ctx, **kwargs):
+    """A page's rows without what pillars added (checked in test_pillars.py), as the
+    reference has them; the chance correction of these generative benchmarks is none."""
     page = leaderboard(ctx, **kwargs)
-    return page.rows, page.total
+    for row in page.rows:
+        if row.benchmark == AGGREGATE:
+            assert row.pillars is not None and set(row.pillars) <= {"math"}
+            assert row.missing_pillars == ()
+        else:
+            assert row.chance == 0.0 and row.pillar == "math"
+            assert row.normalised == Interval(row.score, row.stderr, row.ci_low, row.ci_high)
+    plain = [replace(r, pillar=None, chance=None, normalised=None, pillars=None) for r in page.rows]
+    return plain, page.total
 
 
 # --- numbers computed here, from the samples ------------------------------------------
@@ -460,7 +478,7 @@ def test_rebuild_when_the_active_benchmarks_or_weights_change(scene, make_ctx, d
     assert {r.model_id for r in page_of(scene.ctx)[0]} == {a, b}
 
     # a restart with arith only: every model measured on arith is ranked, on arith alone
-    scene.ctx = make_ctx(db_url, benchmarks=["arith"])
+    scene.ctx = make_ctx(db_url, **ONE_PILLAR, benchmarks=["arith"])
     rows, total = page_of(scene.ctx)
     assert total == 3
     assert (rows, total) == reference_page(reference_rows(scene.ctx))
@@ -472,7 +490,7 @@ def test_rebuild_when_the_active_benchmarks_or_weights_change(scene, make_ctx, d
     assert page_of(scene.ctx) == before
 
     # both again: gamma is now measured on both
-    scene.ctx = make_ctx(db_url, benchmarks=["arith", sums_spec])
+    scene.ctx = make_ctx(db_url, **ONE_PILLAR, benchmarks=["arith", sums_spec])
     rows, total = page_of(scene.ctx)
     assert {r.model_id for r in rows} == {a, b, c}
     assert (rows, total) == reference_page(reference_rows(scene.ctx))
@@ -480,7 +498,7 @@ def test_rebuild_when_the_active_benchmarks_or_weights_change(scene, make_ctx, d
     # a weight changed in the database: the next start recomputes with it
     with scene.ctx.db.write() as session:
         session.execute(update(Benchmark).where(Benchmark.name == "sums").values(weight=3.0))
-    scene.ctx = make_ctx(db_url, benchmarks=["arith", sums_spec])
+    scene.ctx = make_ctx(db_url, **ONE_PILLAR, benchmarks=["arith", sums_spec])
     rows, total = page_of(scene.ctx)
     assert (rows, total) == reference_page(reference_rows(scene.ctx))
     assert_row_is(
@@ -503,7 +521,7 @@ def test_rebuild_when_the_active_benchmarks_or_weights_change(scene, make_ctx, d
     spec["name"] = "third"
     with open(third, "w", encoding="utf-8") as f:
         json.dump(spec, f)
-    scene.ctx = make_ctx(db_url, benchmarks=["arith", sums_spec, third])
+    scene.ctx = make_ctx(db_url, **ONE_PILLAR, benchmarks=["arith", sums_spec, third])
     assert page_of(scene.ctx) == ([], 0)
     assert page_of(scene.ctx, benchmark="arith")[1] == 3
 
@@ -611,6 +629,8 @@ def test_migration_backfills_an_existing_leaderboard(scene, make_ctx, db_url):
         upgrade(db)
     finally:
         db.dispose()
+    assert scene.aggregates() == {}  # 0014 deleted them: the next start rebuilds them
+    ensure_benchmarks(scene.ctx, scene.ctx.settings.benchmarks)
     assert scene.aggregates().keys() == stored.keys()
     for model_id, row in scene.aggregates().items():
         for column in (c.key for c in LeaderboardAggregate.__table__.columns):
@@ -620,17 +640,20 @@ def test_migration_backfills_an_existing_leaderboard(scene, make_ctx, db_url):
         assert sync_aggregates(scene.ctx, session) is False  # the backfill is current
 
 
-def columns(row) -> dict[str, Any]:
-    return {c.key: getattr(row, c.key) for c in row.__table__.columns}
+SINCE_0014 = {"chance_sum", "pillars", "missing_pillars"}
+"""Columns migration 0014 added (absent from a database downgraded below it)."""
 
 
-def stored(scene) -> tuple[dict[tuple[int, int], dict[str, Any]], dict[int, dict[str, Any]]]:
+def stored(
+    scene, before_0014: bool = False
+) -> tuple[dict[tuple[int, int], dict[str, Any]], dict[int, dict[str, Any]]]:
+    def read(table) -> list[dict[str, Any]]:
+        cols = [c for c in table.columns if not (before_0014 and c.key in SINCE_0014)]
+        return [dict(r._mapping) for r in session.execute(select(*cols))]
+
     with scene.ctx.db.read() as session:
-        entries = {
-            (e.model_id, e.benchmark_id): columns(e)
-            for e in session.scalars(select(LeaderboardEntry))
-        }
-        aggregates = {a.model_id: columns(a) for a in session.scalars(select(LeaderboardAggregate))}
+        entries = {(e["model_id"], e["benchmark_id"]): e for e in read(LeaderboardEntry.__table__)}
+        aggregates = {a["model_id"]: a for a in read(LeaderboardAggregate.__table__)}
     return entries, aggregates
 
 
@@ -652,7 +675,7 @@ def test_migration_0011_recomputes_the_stored_intervals(scene, db_url):
     db = connect(db_url)
     try:
         downgrade(db, "0010")
-        old_entries, old_aggregates = stored(scene)
+        old_entries, old_aggregates = stored(scene, before_0014=True)
         assert (old_entries[(a, arith)]["ci_low"], old_entries[(a, arith)]["ci_high"]) == (0, 0)
         for key, row in old_entries.items():
             spread = Z * row["stderr"]
@@ -668,6 +691,7 @@ def test_migration_0011_recomputes_the_stored_intervals(scene, db_url):
         upgrade(db)
     finally:
         db.dispose()
+    ensure_benchmarks(scene.ctx, scene.ctx.settings.benchmarks)  # 0014 deleted them: rebuilt
     assert stored(scene) == (entries, aggregates)  # exactly what finalization wrote
     assert (page_of(scene.ctx), page_of(scene.ctx, benchmark="arith")) == expected
     with scene.ctx.db.write() as session:

@@ -56,12 +56,10 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Downgrade schema."""
-    with op.batch_alter_table("leaderboard_aggregates", schema=None) as batch_op:
-        batch_op.drop_column("missing_pillars")
-        batch_op.drop_column("pillars")
-    with op.batch_alter_table("leaderboard_entries", schema=None) as batch_op:
-        batch_op.drop_column("chance_sum")
-    with op.batch_alter_table("tasks", schema=None) as batch_op:
-        batch_op.drop_column("chance_sum")
-    with op.batch_alter_table("benchmarks", schema=None) as batch_op:
-        batch_op.drop_column("pillar")
+    # Plain ALTER TABLE … DROP COLUMN (SQLite 3.35+): a batch copy of ``tasks`` or
+    # ``benchmarks`` would drop a table that other tables still reference.
+    op.drop_column("leaderboard_aggregates", "missing_pillars")
+    op.drop_column("leaderboard_aggregates", "pillars")
+    op.drop_column("leaderboard_entries", "chance_sum")
+    op.drop_column("tasks", "chance_sum")
+    op.drop_column("benchmarks", "pillar")
