@@ -129,8 +129,9 @@ class BenchmarkOut(_Out):
     kind: str
     dataset_sha256: str
     samples_per_task: int
-    weight: float
+    weight: float = Field(description="Its weight within its pillar (1: equal weights).")
     active: bool
+    pillar: str | None = Field(description="Its pillar (null: not run since pillars).")
 
 
 class EpochOut(BaseModel):
@@ -141,21 +142,34 @@ class EpochOut(BaseModel):
     seed: str | None = Field(description="Revealed once the epoch has ended.")
 
 
+class IntervalOut(BaseModel):
+    """A score with its 95% interval (and its descriptive standard error)."""
+
+    score: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+
+
 class LeaderboardRowOut(BaseModel):
-    rank: int = Field(
+    rank: int | None = Field(
         description="1 + the models of this board with a higher score (ties share a rank); "
-        "the same under every sort, filter and page."
+        "the same under every sort, filter and page. Null for an aggregate row that is "
+        "not ranked (listed with unranked=true; see missing_pillars)."
     )
-    rank_best: int = Field(
+    rank_best: int | None = Field(
         description="1 + the models whose whole 95% interval lies above this one's."
     )
-    rank_worst: int = Field(
+    rank_worst: int | None = Field(
         description="The board's models minus those whose whole 95% interval lies below."
     )
     model_id: int
     model: str
     benchmark: str
-    score: float
+    score: float = Field(
+        description="A benchmark's row: the raw score (mean per-item consensus value). "
+        "The aggregate: the weighted mean of the chance-corrected pillar scores."
+    )
     stderr: float = Field(
         description="The samples' standard error, descriptive only (0 when they all agree)."
     )
@@ -164,6 +178,27 @@ class LeaderboardRowOut(BaseModel):
     n_samples: int
     n_tasks: int
     updated_at: datetime
+    pillar: str | None = Field(None, description="A benchmark's row: its pillar.")
+    chance: float | None = Field(
+        None,
+        description="A benchmark's row: the mean chance level of the items it was scored "
+        "on (1/k for k options, 0 for generative items); null while not known.",
+    )
+    normalised: IntervalOut | None = Field(
+        None,
+        description="A benchmark's row: the chance-corrected score max(0, (raw - chance) / "
+        "(1 - chance)) and its interval (the same map on each end).",
+    )
+    pillars: dict[str, IntervalOut] | None = Field(
+        None,
+        description="The aggregate's rows: each pillar's score (mean of its benchmarks' "
+        "chance-corrected scores) with its 95% interval, for the pillars that have one.",
+    )
+    missing_pillars: list[str] = Field(
+        default_factory=list,
+        description="The aggregate's rows: pillars of positive weight without a score; "
+        "a row is ranked only when this is empty.",
+    )
 
 
 class LeaderboardOut(BaseModel):

@@ -5,8 +5,9 @@ set when the task is DONE: 0 for a generative benchmark (every item's level is 0
 else read from the benchmark object this process loaded
 (``services/benchmarks.loaded``); a leaderboard row accumulates its tasks' sums. When
 the loaded benchmark is another version (or cannot be loaded here), a
-multiple-choice task's sum is not known (None), and the row's becomes None until :func:`fill_chance_sums`, run at every
-startup for the active benchmarks, fills it in from the tasks' sample ids.
+multiple-choice task's sum is not known (None), and the row's becomes None until
+:func:`fill_chance_sums`, run at every startup for the active benchmarks, fills it in
+from the tasks' sample ids.
 """
 
 from __future__ import annotations

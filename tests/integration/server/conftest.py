@@ -34,8 +34,18 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+MATH_ONLY = {"reasoning": 0.0, "coding": 0.0, "math": 1.0, "language": 0.0, "safety": 0.0}
+"""Pillar weights that rank a model on the math pillar alone (arith's)."""
+TEST_PILLARS = {"sums": "math", "small-sums": "math", "third": "math"}
+"""The pillars of the custom benchmarks these tests make (their specs name none)."""
+
+
 def _settings(url: str, tmp_path, **overrides) -> ServerSettings:
     base = {
+        # the servers of these tests run arith (math) and custom math benchmarks: the
+        # aggregate is on the math pillar (five pillars: test_pillars.py)
+        "pillars": TEST_PILLARS,
+        "pillar_weights": MATH_ONLY,
         "data_dir": tmp_path,
         "database_url": url,
         "lease_seconds": 60,

@@ -112,8 +112,17 @@ def test_three_runners_reach_consensus(api, people, ctx):
         "updated_at",
     } <= set(row)
     assert row["score"] == 0.5 and row["n_samples"] == 4 and row["n_tasks"] == 1
-    aggregate = api.get("/v0/leaderboard").json()
-    assert aggregate["rows"][0]["benchmark"] == "aggregate"
+    assert row["pillar"] == "math" and row["chance"] == 0.0  # arith is generative
+    assert row["normalised"]["score"] == 0.5
+    assert (row["normalised"]["ci_low"], row["normalised"]["ci_high"]) == (
+        row["ci_low"],
+        row["ci_high"],
+    )
+    # the tests' servers weight the math pillar only (conftest.py): arith makes it
+    (ranked,) = api.get("/v0/leaderboard").json()["rows"]
+    assert ranked["benchmark"] == "aggregate" and ranked["rank"] == 1
+    assert ranked["pillars"]["math"]["score"] == 0.5 and ranked["missing_pillars"] == []
+    assert ranked["score"] == 0.5
     text = api.get("/v0/leaderboard", params={"benchmark": "arith", "format": "csv"}).text
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows[0]["model"] == row["model"] and float(rows[0]["score"]) == 0.5

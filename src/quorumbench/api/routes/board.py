@@ -11,14 +11,57 @@ from fastapi.responses import Response
 
 from quorumbench.api.deps import Context
 from quorumbench.api.params import MAX_INT, PLAIN_TEXT, RowId
-from quorumbench.api.schemas import BenchmarkOut, EpochOut, LeaderboardOut, LeaderboardRowOut
+from quorumbench.api.schemas import (
+    BenchmarkOut,
+    EpochOut,
+    IntervalOut,
+    LeaderboardOut,
+    LeaderboardRowOut,
+)
+from quorumbench.core.leaderboard import Interval
+from quorumbench.core.taxonomy import PILLARS
 from quorumbench.protocol import BENCHMARK_NAME_PATTERN, TaskStatus
 from quorumbench.services import benchmarks, epochs
 from quorumbench.services import tasks as task_service
-from quorumbench.services.leaderboard import SortKey, leaderboard
+from quorumbench.services.leaderboard import Row, SortKey, leaderboard
 
 router = APIRouter(prefix="/v0", tags=["leaderboard"])
-CSV_COLUMNS = list(LeaderboardRowOut.model_fields)
+_NESTED = ("normalised", "pillars", "missing_pillars")
+CSV_COLUMNS = [
+    *(f for f in LeaderboardRowOut.model_fields if f not in _NESTED),
+    "normalised",
+    "normalised_ci_low",
+    "normalised_ci_high",
+    *(f"{p}_{k}" for p in PILLARS for k in ("score", "ci_low", "ci_high")),
+    "missing_pillars",
+]
+"""The CSV's columns: the row's, with the nested ones flattened."""
+
+
+def _csv_row(row: LeaderboardRowOut) -> dict[str, Any]:
+    flat = row.model_dump(mode="json", exclude=set(_NESTED))
+    if row.normalised is not None:
+        flat["normalised"] = row.normalised.score
+        flat["normalised_ci_low"] = row.normalised.ci_low
+        flat["normalised_ci_high"] = row.normalised.ci_high
+    for pillar, value in (row.pillars or {}).items():
+        flat.update({f"{pillar}_{k}": getattr(value, k) for k in ("score", "ci_low", "ci_high")})
+    flat["missing_pillars"] = " ".join(row.missing_pillars)
+    return flat
+
+
+def _row_out(row: Row) -> LeaderboardRowOut:
+    fields = {**row.__dict__, "missing_pillars": list(row.missing_pillars)}
+    fields["normalised"] = _interval(row.normalised) if row.normalised else None
+    if row.pillars is not None:
+        fields["pillars"] = {p: _interval(v) for p, v in row.pillars.items()}
+    return LeaderboardRowOut(**fields)
+
+
+def _interval(value: Interval) -> IntervalOut:
+    return IntervalOut(
+        score=value.score, stderr=value.stderr, ci_low=value.ci_low, ci_high=value.ci_high
+    )
 
 
 @router.get(
@@ -48,10 +91,17 @@ def get_leaderboard(
     limit: int = Query(50, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=MAX_INT),
     format: Literal["json", "csv"] = "json",
+    unranked: bool = Query(
+        False,
+        description="The aggregate only: also list the models without a score on every "
+        "pillar of positive weight (rank null, missing_pillars says which).",
+    ),
 ) -> Any:
     """The ranking with 95% intervals and each model's rank on the whole board (``rank``,
     ``rank_best``, ``rank_worst``: sorting, ``q``, ``min_samples`` and paging never
-    change them); ``format=csv`` for a spreadsheet."""
+    change them); ``format=csv`` for a spreadsheet. A benchmark's rows carry the raw
+    score and the chance-corrected one (``normalised``, with ``chance``); the
+    aggregate's, the pillar scores it is the weighted mean of."""
     page = leaderboard(
         ctx,
         benchmark=benchmark,
@@ -61,14 +111,15 @@ def get_leaderboard(
         model_query=q,
         limit=limit,
         offset=offset,
+        unranked=unranked,
     )
-    rows = [LeaderboardRowOut(**r.__dict__) for r in page.rows]
+    rows = [_row_out(r) for r in page.rows]
     if format == "csv":
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for row in rows:
-            writer.writerow(row.model_dump(mode="json"))
+            writer.writerow(_csv_row(row))
         return Response(buffer.getvalue(), media_type="text/csv; charset=utf-8")
     return LeaderboardOut(total=page.total, limit=limit, offset=offset, rows=rows)
 
