@@ -64,9 +64,9 @@ def _settings(url: str, tmp_path, **overrides) -> ServerSettings:
 def make_ctx(tmp_path, clock):
     made: list[ServerContext] = []
 
-    def make(url: str | None = None, **overrides) -> ServerContext:
+    def make(url: str | None = None, datasets_dir=None, **overrides) -> ServerContext:
         url = url or f"sqlite:///{tmp_path / 'qb.db'}"
-        ctx = build_context(_settings(url, tmp_path, **overrides))
+        ctx = build_context(_settings(url, tmp_path, **overrides), datasets_dir=datasets_dir)
         ctx.clock = clock
         made.append(ctx)
         return ctx

@@ -144,7 +144,12 @@ class Scene:
             return model.id
 
     def open_task(
-        self, model_id: int, bench: str, samples: list[float], panel: int = 0
+        self,
+        model_id: int,
+        bench: str,
+        samples: list[float],
+        panel: int = 0,
+        ids: list[str] | None = None,
     ) -> list[Any]:
         """A task of ``model_id`` on ``bench`` with a lease per voter: submit callables."""
         voters = self.panels[panel]
@@ -152,7 +157,7 @@ class Scene:
         epoch = self.tasks_done.get((model_id, bench_id), 0) + 1
         self.tasks_done[(model_id, bench_id)] = epoch
         now = self.clock.now
-        ids = [f"s{i}" for i in range(len(samples))]
+        ids = ids or [f"s{i}" for i in range(len(samples))]
         with self.ctx.db.write() as session:
             task = Task(
                 model_id=model_id,
@@ -199,8 +204,10 @@ class Scene:
             for v, lease_id in pairs
         ]
 
-    def finalize(self, model_id: int, bench: str, samples: list[float]) -> None:
-        *first, last = self.open_task(model_id, bench, samples)
+    def finalize(
+        self, model_id: int, bench: str, samples: list[float], ids: list[str] | None = None
+    ) -> None:
+        *first, last = self.open_task(model_id, bench, samples, ids=ids)
         for submit in first:
             assert submit().task_status == "PENDING"
         assert last().task_status == "DONE"
