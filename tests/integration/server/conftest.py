@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -146,3 +148,28 @@ def api(ctx, people):
     app = create_app(ctx.settings, context=ctx, run_scheduler=False)
     with TestClient(app) as client:
         yield client
+
+
+@pytest.fixture
+def sums_spec(tmp_path):
+    """A second benchmark (exact-match, no network), as a custom spec file."""
+    rows = [{"id": f"s{i}", "q": f"{i} + 1?", "a": str(i + 1)} for i in range(20)]
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    (tmp_path / "sums.jsonl").write_bytes(data)
+    spec = {
+        "name": "sums",
+        "version": 1,
+        "format": "exact-match",
+        "data": {
+            "path": "sums.jsonl",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "id_field": "id",
+        },
+        "prompt": {"version": 1, "template": "Q: {q}\nA:"},
+        "answer_field": "a",
+        "extract": {"kind": "number"},
+        "compare": "number",
+    }
+    path = tmp_path / "sums.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    return str(path)

@@ -12,7 +12,6 @@ database of this module, see ``tests/integration/pg.py``, emptied before each te
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -64,31 +63,6 @@ SORTS = ("score", "ci_low", "n_samples", "updated_at", "model")
 
 
 # --- backends ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def sums_spec(tmp_path):
-    """A second benchmark (exact-match, no network), as a custom spec file."""
-    rows = [{"id": f"s{i}", "q": f"{i} + 1?", "a": str(i + 1)} for i in range(20)]
-    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-    (tmp_path / "sums.jsonl").write_bytes(data)
-    spec = {
-        "name": "sums",
-        "version": 1,
-        "format": "exact-match",
-        "data": {
-            "path": "sums.jsonl",
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "id_field": "id",
-        },
-        "prompt": {"version": 1, "template": "Q: {q}\nA:"},
-        "answer_field": "a",
-        "extract": {"kind": "number"},
-        "compare": "number",
-    }
-    path = tmp_path / "sums.json"
-    path.write_text(json.dumps(spec), encoding="utf-8")
-    return str(path)
 
 
 # --- a server with models, voters and tasks ----------------------------------------

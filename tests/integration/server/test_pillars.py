@@ -18,7 +18,7 @@ from quorumbench.errors import ConfigError
 from quorumbench.services.benchmarks import ensure_benchmarks, loaded
 from quorumbench.services.leaderboard import leaderboard
 
-from .test_leaderboard_aggregate import Scene, sums_spec  # noqa: F401 (a fixture)
+from .test_leaderboard_aggregate import Scene
 
 PILLARS = {"sums": "coding", "words": "language", "safe": "safety"}
 SEED = normalised_weights(SEED_PILLAR_WEIGHTS)
