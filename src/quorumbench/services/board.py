@@ -17,13 +17,15 @@ base's parameters plus its own, with the adapter's own beside it.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import func, select
 
+from quorumbench.core.leaderboard import Interval
 from quorumbench.core.ranking import standings
+from quorumbench.core.taxonomy import normalised_weights
 from quorumbench.db.models import (
     Benchmark,
     LeaderboardAggregate,
@@ -34,7 +36,7 @@ from quorumbench.db.models import (
 from quorumbench.errors import ConfigError
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.context import ServerContext, TtlMemo
-from quorumbench.services.leaderboard import AGGREGATE
+from quorumbench.services.leaderboard import AGGREGATE, stored_pillars
 from quorumbench.services.model_metadata import ModelSize, model_size
 
 T = TypeVar("T")
@@ -73,6 +75,10 @@ class BoardRow:
     size: ModelSize = ModelSize(None)
     """The size shown, sorted and filtered by: base + adapter for a LoRA adapter
     (``params`` is the adapter's own then)."""
+    pillars: dict[str, Interval] = field(default_factory=dict)
+    """Its pillar scores (chance-corrected, core/pillars.py), for the pillars it has."""
+    missing_pillars: tuple[str, ...] = ()
+    """Pillars of positive weight it has no score on: why it has no aggregate rank."""
 
     @property
     def n_samples(self) -> int:
@@ -106,6 +112,8 @@ class BoardPage:
     licenses: list[str]
     query: BoardQuery
     pages: int
+    pillars: list[tuple[str, float]] = field(default_factory=list)
+    """Every pillar with its normalised weight in the aggregate, in taxonomy order."""
 
 
 def model_type(ref: str, details: dict[str, Any]) -> ModelType:
@@ -140,6 +148,12 @@ def to_score(row: Any) -> Score:
     return Score(row.score, row.ci_low, row.ci_high, row.n_samples, row.n_tasks, row.updated_at)
 
 
+@dataclass(frozen=True)
+class _PillarsOf:
+    pillars: dict[str, Interval]
+    missing: tuple[str, ...]
+
+
 def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, Score]]:
     """Every model with a score on an active benchmark (unranked; retired ones left out),
     and the aggregates.
@@ -169,20 +183,27 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
         ):
             scores.setdefault(row.model_id, {})[benches[row.benchmark_id]] = to_score(row)
         agg = LeaderboardAggregate
-        aggregates = {
-            row.model_id: to_score(row)
-            for row in conn.execute(
-                select(
-                    agg.model_id,
-                    agg.score,
-                    agg.ci_low,
-                    agg.ci_high,
-                    agg.n_samples,
-                    agg.n_tasks,
-                    agg.updated_at,
-                ).where(agg.complete)
+        aggregates: dict[int, Score] = {}
+        pillars: dict[int, _PillarsOf] = {}
+        for row in conn.execute(
+            select(
+                agg.model_id,
+                agg.score,
+                agg.ci_low,
+                agg.ci_high,
+                agg.n_samples,
+                agg.n_tasks,
+                agg.updated_at,
+                agg.complete,
+                agg.pillars,
+                agg.missing_pillars,
             )
-        }
+        ):
+            if row.complete:
+                aggregates[row.model_id] = to_score(row)
+            pillars[row.model_id] = _PillarsOf(
+                stored_pillars(row.pillars), tuple(row.missing_pillars or ())
+            )
         disputed: dict[int, int] = {
             model_id: n
             for model_id, n in conn.execute(
@@ -209,6 +230,8 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
                 scores[m.id],
                 disputed.get(m.id, 0),
                 size=model_size(m.params, m.details),
+                pillars=pillars[m.id].pillars if m.id in pillars else {},
+                missing_pillars=pillars[m.id].missing if m.id in pillars else (),
             )
             for m in models
             if m.id in scores
@@ -306,6 +329,7 @@ def board(ctx: ServerContext, query: BoardQuery) -> BoardPage:
         ranked.licenses,
         BoardQuery(**{**query.__dict__, "page": page, "per_page": per_page}),
         pages,
+        list(normalised_weights(ctx.settings.pillar_weights).items()),
     )
 
 

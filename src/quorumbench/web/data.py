@@ -55,6 +55,11 @@ def board_row(row: BoardRow) -> dict[str, Any]:
         "updated_at": _time(row.updated_at),
         "disputed_tasks": row.disputed,
         "benchmarks": {name: score_dict(s) for name, s in sorted(row.scores.items())},
+        "pillars": {
+            name: {"score": p.score, "ci_low": p.ci_low, "ci_high": p.ci_high}
+            for name, p in row.pillars.items()
+        },
+        "missing_pillars": list(row.missing_pillars),
     }
 
 
@@ -66,6 +71,7 @@ def board_dict(page: BoardPage) -> dict[str, Any]:
         "pages": page.pages,
         "per_page": page.query.per_page,
         "benchmarks": page.benchmarks,
+        "pillar_weights": dict(page.pillars),
         "rows": [board_row(r) for r in page.rows],
     }
 
@@ -80,8 +86,19 @@ def board_csv(page: BoardPage) -> str:
             s = benches.get(name) or {}
             for key in ("score", "ci_low", "ci_high", "n_samples"):
                 flat[f"{name}_{key}"] = s.get(key)
+        pillars = flat.pop("pillars")
+        for name, _ in page.pillars:
+            p = pillars.get(name) or {}
+            for key in ("score", "ci_low", "ci_high"):
+                flat[f"pillar_{name}_{key}"] = p.get(key)
+        flat["missing_pillars"] = " ".join(flat["missing_pillars"])
         rows.append(flat)
-    header = [*board_row_columns(), *_bench_columns(page.benchmarks)]
+    header = [
+        *board_row_columns(),
+        *_bench_columns(page.benchmarks),
+        *(f"pillar_{p}_{k}" for p, _ in page.pillars for k in ("score", "ci_low", "ci_high")),
+        "missing_pillars",
+    ]
     return to_csv(header, rows)
 
 

@@ -119,6 +119,10 @@ class Seed:
             max_rounds=1,
             samples_per_task=4,
             benchmarks=["arith", _sums_spec(tmp)],
+            # two pillars, one benchmark each, weighted equally: the aggregate is the
+            # mean of the two (generative: chance level 0, scores uncorrected)
+            pillars={"sums": "reasoning"},
+            pillar_weights={"reasoning": 1, "coding": 0, "math": 1, "language": 0, "safety": 0},
             quota_evaluations=0,
             canary_rate=0.0,
             allow_private_endpoints=True,  # chat-endpoint's host does not resolve

@@ -48,6 +48,30 @@ def test_ranks_follow_the_score_and_survive_filters(client):
     assert only[0]["rank"] == next(r["rank"] for r in rows if r["model"] == "gamma-135m")
 
 
+def test_the_aggregate_shows_pillars_and_what_an_unranked_model_misses(client):
+    """The seed's servers weight reasoning (sums) and math (arith) equally."""
+    page = client.get("/").text
+    header = page.split("<thead>")[1].split("</thead>")[0]
+    assert 'Reasoning <span class="weight">(50.0%)</span>' in header
+    assert 'Coding <span class="weight">(0.0%)</span>' in header
+    endpoint = page.split('data-name="chat-endpoint"')[1].split("</tr>")[0]
+    assert "not ranked" in endpoint and "missing: reasoning" in endpoint
+    body = client.get("/?format=json").json()
+    assert body["pillar_weights"]["math"] == 0.5
+    rows = {r["model"]: r for r in body["rows"]}
+    assert rows["chat-endpoint"]["missing_pillars"] == ["reasoning"]
+    alpha = rows["alpha-1b"]
+    assert alpha["missing_pillars"] == [] and set(alpha["pillars"]) == {"reasoning", "math"}
+    # generative benchmarks (chance level 0): a pillar of one benchmark is its score
+    assert alpha["pillars"]["math"]["score"] == alpha["benchmarks"]["arith"]["score"]
+    mean = (alpha["pillars"]["math"]["score"] + alpha["pillars"]["reasoning"]["score"]) / 2
+    assert alpha["score"] == pytest.approx(mean)
+    flat = list(csv.DictReader(io.StringIO(client.get("/?format=csv").text)))
+    endpoint_row = next(r for r in flat if r["model"] == "chat-endpoint")
+    assert endpoint_row["missing_pillars"] == "reasoning"
+    assert endpoint_row["pillar_reasoning_score"] == ""
+
+
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
