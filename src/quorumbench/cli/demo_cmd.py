@@ -455,7 +455,7 @@ def _print_results(api: httpx.Client, options: DemoOptions, console: Console) ->
         rows = api.get("/v0/leaderboard", params={"benchmark": benchmark}).json()["rows"]
         print_leaderboard(console, rows, benchmark)
     if len(options.benchmarks) > 1:
-        rows = api.get("/v0/leaderboard").json()["rows"]
+        rows = api.get("/v0/leaderboard", params={"unranked": "true"}).json()["rows"]
         print_leaderboard(console, rows, "aggregate")
 
 

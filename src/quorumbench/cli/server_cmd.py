@@ -294,6 +294,8 @@ def leaderboard(server: str, benchmark: str | None, limit: int, console: Console
     params: dict[str, Any] = {"limit": limit}
     if benchmark:
         params["benchmark"] = benchmark
+    else:  # the unranked models too, with the pillars they miss
+        params["unranked"] = "true"
     try:
         response = httpx.get(f"{server.rstrip('/')}/v0/leaderboard", params=params, timeout=30)
     except httpx.HTTPError as exc:
@@ -309,15 +311,20 @@ def leaderboard(server: str, benchmark: str | None, limit: int, console: Console
 
 def print_leaderboard(console: Console, rows: list[dict[str, Any]], title: str) -> None:
     """The API's rows as a table: the rank and the range of ranks the 95% intervals
-    allow (``rank_best``–``rank_worst``)."""
+    allow (``rank_best``–``rank_worst``); an unranked aggregate row says which pillars
+    it misses."""
     table = Table(title=f"leaderboard — {escape(title)}", title_justify="left")
     for column in ("#", "range", "model", "score", "95% CI", "samples", "tasks"):
         table.add_column(column, justify="right" if column not in ("model",) else "left")
     for row in rows:
+        ranked = row["rank"] is not None
+        missing = ", ".join(row.get("missing_pillars") or [])
         table.add_row(
-            str(row["rank"]),
-            f"{row.get('rank_best', '?')}–{row.get('rank_worst', '?')}",  # (an older server)
-            escape(row["model"]),
+            str(row["rank"]) if ranked else "—",
+            f"{row.get('rank_best', '?')}–{row.get('rank_worst', '?')}"  # (an older server)
+            if ranked
+            else "",
+            escape(row["model"]) + ("" if ranked else escape(f" (not ranked; missing {missing})")),
             f"{row['score']:.3f}",
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f}",
             str(row["n_samples"]),
