@@ -382,23 +382,16 @@ class Seeder:
     def entries(self) -> None:
         """Leaderboard rows on every benchmark (half the endpoints on ``arith`` only, and
         2% of the others miss one benchmark), and the aggregates they make."""
-        from quorumbench.core.leaderboard import (
-            Accumulator,
-            BenchmarkPart,
-            aggregate_basis,
-            interval,
-            model_aggregate,
-        )
-        from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry
-        from quorumbench.services.leaderboard import aggregate_values, entry_values
+        from quorumbench.core.leaderboard import Accumulator, interval
+        from quorumbench.core.pillars import MeasuredBenchmark, pillar_aggregate, rule_basis
+        from quorumbench.db.models import LeaderboardAggregate, LeaderboardEntry
+        from quorumbench.services.leaderboard import active_rule, aggregate_values, entry_values
 
         now = self.ctx.now()
         rng = self.rng
-        with self.engine.connect() as conn:
-            weights = dict(
-                conn.execute(select(Benchmark.id, Benchmark.weight).where(Benchmark.active)).all()
-            )
-        basis = aggregate_basis(weights)
+        with self.ctx.db.read() as session:
+            rule = active_rule(self.ctx, session)
+        basis = rule_basis(rule)
         entries, aggregates = [], []
         for model_id in self.model_ids:
             benches = sorted(self.bench_ids.values())
@@ -418,10 +411,15 @@ class Seeder:
                 acc = Accumulator(n_tasks, n, float(hits), float(hits), float(hits))
                 updated = now - timedelta(seconds=rng.randrange(14 * 86400))
                 entries.append(
-                    {"model_id": model_id, "benchmark_id": bench_id, **entry_values(acc, updated)}
+                    {
+                        "model_id": model_id,
+                        "benchmark_id": bench_id,
+                        **entry_values(acc, updated),
+                        "chance_sum": 0.0,  # generative benchmarks: chance level 0
+                    }
                 )
-                parts.append(BenchmarkPart(weights[bench_id], interval(acc), n, n_tasks, updated))
-            agg = model_aggregate(parts, len(weights))
+                parts.append(MeasuredBenchmark(bench_id, interval(acc), 0.0, n, n_tasks, updated))
+            agg = pillar_aggregate(parts, rule)
             aggregates.append({"model_id": model_id, **aggregate_values(agg, basis)})
         with self.engine.begin() as conn:
             conn.execute(insert(LeaderboardEntry), entries)
@@ -834,6 +832,9 @@ def run_size(n: int, cfg: Config, progress: Progress) -> SizeResult:
                 write_spec(tmp, "web-sums", subjects=True),
                 write_spec(tmp, "web-count", subjects=False),
             ],
+            # three pillars, one benchmark each (the others weigh 0)
+            pillars={"web-sums": "reasoning", "web-count": "language"},
+            pillar_weights={"reasoning": 1, "coding": 0, "math": 1, "language": 1, "safety": 0},
             quorum=QUORUM,
             max_rounds=1,
             samples_per_task=SAMPLES_PER_TASK,
