@@ -465,8 +465,9 @@ def verify_command(
     console.print(
         f"log size {report.size}: {report.entries} entries, {report.heads_checked} tree "
         f"head(s), {report.rows_compared} leaderboard rows, {report.signatures_checked} "
-        f"runner signatures, {report.predictions_checked} predictions digests and the "
-        f"sample ids of {report.samples_checked} tasks checked"
+        f"runner signatures, {report.predictions_checked} predictions digests, the "
+        f"sample ids of {report.samples_checked} tasks and the chance levels of "
+        f"{report.chance_checked} rows checked"
     )
     if report.key_rotations:
         console.print(

@@ -5,7 +5,9 @@ from the entries alone: each head's Ed25519 signature, each entry's leaf, the ro
 every head it saw on earlier runs (same size, same root; the log never shrinks; the
 served consistency proof holds), a served inclusion proof, each result's runner
 signature and predictions digest, and the leaderboard, recomputed from the DONE
-entries and compared row by row with the server's (a model the server says is retired,
+entries and compared row by row with the server's (the raw score and interval; where
+the benchmark's data is here, also the chance level from the entries' sample ids and
+the chance-corrected score) (a model the server says is retired,
 in ``GET /v0/models/{id}``, must be off its board instead). What
 it saw is kept in a state file for the next run (the key is pinned on first use, and
 a later key is accepted only through rotations signed by the key before it).
@@ -31,6 +33,7 @@ from rich.progress import Progress
 
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.merkle import ProofError, root, verify_inclusion
+from quorumbench.core.pillars import corrected
 from quorumbench.core.publiclog import (
     Problem,
     check_canaries,
@@ -67,6 +70,9 @@ class Report:
     results_without_predictions: int = 0
     """Results submitted before results carried their predictions."""
     samples_checked: int = 0
+    chance_checked: int = 0
+    """Benchmark rows whose chance level and chance-corrected score were recomputed from
+    the log's sample ids and the benchmark's data here."""
     key_rotations: int = 0
     """Rotations of the log's key followed (each signed by the old and the new key)."""
     retired_models: set[int] = field(default_factory=set)
@@ -181,7 +187,7 @@ def _verify(
                 report.problems.append(problem)
     if entries and len(entries) == head["size"]:
         _check_inclusion(server, entries[-1], head, report)
-    _check_leaderboard(server, entries, report)
+    _check_leaderboard(server, entries, report, _ChanceLevels(datasets_dir))
     _check_samples(server, entries, report, datasets_dir)
     problems, report.unsigned_results = check_result_signatures(entries, _runner_signature_holds)
     report.problems += problems
@@ -216,8 +222,80 @@ def _check_inclusion(
         report.problems.append(Problem(f"entry {index}", f"inclusion proof fails: {exc}"))
 
 
-def _check_leaderboard(server: _Server, entries: list[dict[str, Any]], report: Report) -> None:
+class _ChanceLevels:
+    """The chance levels of the log's DONE tasks, from the benchmarks' data here (a
+    benchmark that cannot be loaded here, or of another version, gives None)."""
+
+    def __init__(self, datasets_dir: Path | None) -> None:
+        self.datasets_dir = datasets_dir
+        self.benches: dict[str, Any] = {}
+
+    def _bench(self, spec: Mapping[str, Any]) -> Any:
+        from quorumbench.benchmarks import load_benchmark
+        from quorumbench.evaluation.benchmark import BenchmarkContext
+
+        name = spec["name"]
+        if name not in self.benches:
+            try:
+                self.benches[name] = load_benchmark(name, BenchmarkContext(self.datasets_dir))
+            except QuorumError:
+                self.benches[name] = None
+        bench = self.benches[name]
+        if bench is None or (bench.version, bench.dataset_sha256) != (
+            spec["version"],
+            spec["dataset_sha256"],
+        ):
+            return None
+        return bench
+
+    def sums(self, entries: list[dict[str, Any]]) -> dict[tuple[int, str], float | None]:
+        """Per (model id, benchmark name): the sum of its DONE tasks' chance levels."""
+        out: dict[tuple[int, str], float | None] = {}
+        for row in entries:
+            entry = row["entry"]
+            if entry["consensus"]["status"] != "DONE":
+                continue
+            task = entry["task"]
+            key = (task["model"]["id"], task["benchmark"]["name"])
+            bench = self._bench(task["benchmark"])
+            found: float | None = None
+            if bench is not None:
+                try:
+                    found = sum(s.chance for s in bench.samples(task["sample_ids"]))
+                except (KeyError, IndexError, ValueError, QuorumError):
+                    found = None
+            before = out.get(key, 0.0)
+            out[key] = None if before is None or found is None else before + found
+        return out
+
+
+def _check_chance(
+    row: Mapping[str, Any], chance_sum: float | None, acc: Any, stats: Any
+) -> list[str]:
+    """Differences in a row's chance level and chance-corrected score (none when either
+    side does not know its chance level)."""
+    if chance_sum is None or row.get("chance") is None or not row.get("normalised"):
+        return []
+    chance = min(max(chance_sum / acc.n_samples, 0.0), 1.0)
+    ours = corrected(stats, chance)
+    theirs = row["normalised"]
+    return [
+        f"{what} {theirs_v:.6f} != {ours_v:.6f}"
+        for what, theirs_v, ours_v in (
+            ("chance", row["chance"], chance),
+            ("normalised", theirs["score"], ours.score),
+            ("normalised ci_low", theirs["ci_low"], ours.ci_low),
+            ("normalised ci_high", theirs["ci_high"], ours.ci_high),
+        )
+        if abs(theirs_v - ours_v) > SCORE_TOLERANCE
+    ]
+
+
+def _check_leaderboard(
+    server: _Server, entries: list[dict[str, Any]], report: Report, levels: _ChanceLevels
+) -> None:
     expected = leaderboard_from_log(entries)
+    chances = levels.sums(entries)
     benchmarks = sorted(_server_benchmarks(server))  # an inactive one has no leaderboard
     for name in benchmarks:
         rows: dict[int, Mapping[str, Any]] = {}
@@ -257,6 +335,10 @@ def _check_leaderboard(server: _Server, entries: list[dict[str, Any]], report: R
                 )
                 if abs(theirs - ours) > SCORE_TOLERANCE
             ]
+            chance_diffs = _check_chance(row, chances.get((model_id, name)), acc, stats)
+            if row.get("chance") is not None and chances.get((model_id, name)) is not None:
+                report.chance_checked += 1
+            diffs += chance_diffs
             if diffs:
                 report.problems.append(Problem(where, "; ".join(diffs)))
 

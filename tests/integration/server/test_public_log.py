@@ -153,6 +153,21 @@ def test_verify_reports_an_altered_score_and_a_doctored_leaderboard(server, peop
     assert "mismatch: entry 1" in result.output
 
 
+def test_verify_recomputes_the_chance_levels_where_it_has_the_data(server, people, ctx, tmp_path):
+    state = tmp_path / "verify-state.json"
+    finalize(server, people, 1)
+    report = verify(server.url, state, Console())
+    assert report.problems == [] and report.chance_checked == 1  # arith: generated here
+    with ctx.db.write_connection() as conn:  # a chance level the items do not have
+        conn.execute(update(LeaderboardEntry).values(chance_sum=1.0))
+    found = [str(p) for p in verify(server.url, state, Console()).problems]
+    (problem,) = found  # the raw score and interval still agree
+    assert problem.startswith(
+        "leaderboard arith, model 1: chance 0.250000 != 0.000000; normalised 0.333333 != "
+        "0.500000; normalised ci_low 0.000000 != 0.067586; normalised ci_high "
+    )
+
+
 def test_verify_reports_a_rewritten_history(server, people, ctx, tmp_path):
     state = tmp_path / "verify-state.json"
     finalize(server, people, 1)
