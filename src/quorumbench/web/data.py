@@ -140,6 +140,11 @@ def model_dict(view: ModelView) -> dict[str, Any]:
         "created_at": _time(view.created_at),
         "scores": {name: score_dict(s) for name, s in sorted(view.scores.items())},
         "aggregate": score_dict(view.aggregate),
+        "pillars": {
+            name: {"score": p.score, "ci_low": p.ci_low, "ci_high": p.ci_high}
+            for name, p in view.pillars.items()
+        },
+        "missing_pillars": list(view.missing_pillars),
         "history": {
             name: [{"epoch": e, "score": s} for e, s in points]
             for name, points in sorted(view.history.items())

@@ -70,6 +70,12 @@ def test_the_aggregate_shows_pillars_and_what_an_unranked_model_misses(client):
     endpoint_row = next(r for r in flat if r["model"] == "chat-endpoint")
     assert endpoint_row["missing_pillars"] == "reasoning"
     assert endpoint_row["pillar_reasoning_score"] == ""
+    # the model pages: pillar rows, and what keeps a model off the aggregate
+    endpoint_id = rows["chat-endpoint"]["model_id"]
+    assert "not ranked: no score yet on reasoning" in client.get(f"/models/{endpoint_id}").text
+    model = client.get(f"/models/{alpha['model_id']}?format=json").json()
+    assert model["pillars"] == alpha["pillars"] and model["missing_pillars"] == []
+    assert "pillar: math" in client.get(f"/models/{alpha['model_id']}").text
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,14 @@ from datetime import datetime
 from sqlalchemy import select
 
 from quorumbench.core.comparison import SubjectScore
+from quorumbench.core.leaderboard import Interval
 from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Model, Task
 from quorumbench.errors import NotFoundError
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.board import ModelType, Score, model_type, to_score
 from quorumbench.services.context import ServerContext
 from quorumbench.services.failures import Failure, recent_failures
+from quorumbench.services.leaderboard import stored_pillars
 from quorumbench.services.lineage import ModelLink, lineage, revision_url
 from quorumbench.services.model_metadata import ModelSize, model_size
 from quorumbench.services.scheduler import Depth, model_depths
@@ -58,6 +60,10 @@ class ModelView:
     depths: dict[str, Depth] = field(default_factory=dict)
     """Per active benchmark: its depth tier and how many samples its next task asks for."""
     retired_at: datetime | None = None
+    pillars: dict[str, Interval] = field(default_factory=dict)
+    """Its pillar scores (chance-corrected, core/pillars.py), for the pillars it has."""
+    missing_pillars: tuple[str, ...] = ()
+    """Pillars of positive weight it has no score on (then it has no aggregate)."""
     """Set once its owner (or an admin) retired it: off the board and the schedule."""
 
 
@@ -121,4 +127,6 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             model_size(model.params, model.details),
             model_depths(ctx, model_id),
             model.retired_at,
+            stored_pillars(agg.pillars) if agg is not None else {},
+            tuple(agg.missing_pillars or ()) if agg is not None else (),
         )
