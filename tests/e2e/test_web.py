@@ -174,7 +174,9 @@ def test_the_model_page_shows_scores_history_tasks_and_lineage(page, server, see
     page.get_by_role("link", name="alpha-1b-lora", exact=True).click()
     page.wait_for_url(re.compile(r"/models/\d+$"))
     assert page.locator("h1").inner_text().startswith("alpha-1b-lora")
-    assert page.locator("#scores tbody tr").count() == 3  # arith, sums, aggregate
+    # arith, sums, aggregate, and the pillars: math (arith), reasoning (sums)
+    assert page.locator("#scores tbody tr").count() == 5
+    assert page.locator("#scores tbody tr.pillar").count() == 2
     assert page.locator("svg.history circle").count() == 10  # 5 epochs x 2 benchmarks
     assert page.locator("table.tasks tbody tr").count() == 10
     assert page.get_by_role("link", name=re.compile("^" + "5" * 40)).count() == 1
