@@ -16,6 +16,7 @@ from quorumbench.core.taxonomy import SEED_PILLAR_WEIGHTS, normalised_weights
 from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Task
 from quorumbench.errors import ConfigError
 from quorumbench.services.benchmarks import ensure_benchmarks, loaded
+from quorumbench.services.chance import fill_chance_sums
 from quorumbench.services.leaderboard import leaderboard
 
 from .test_leaderboard_aggregate import Scene
@@ -183,3 +184,16 @@ def test_pillar_settings_are_checked():
     with pytest.raises(ConfigError, match="QB_PILLARS gives benchmark 'x' a pillar 'maths'"):
         ServerSettings(pillars={"x": "maths"})
     assert ensure_benchmarks  # (the start: services.benchmarks.ensure_benchmarks)
+
+
+def test_an_unknown_chance_level_leaves_the_pillar_without_a_score(five):
+    """Sample ids the benchmark here does not have (another version's, say): the chance
+    level is not known, and the row is not corrected rather than corrected wrongly."""
+    a = five.model("alpha")
+    five.finalize(a, "truthfulqa-mc1", [1.0, 0.0], ids=["x-1", "x-2"])
+    (row,) = leaderboard(five.ctx, benchmark="truthfulqa-mc1").rows
+    assert row.chance is None and row.normalised is None and row.score == 0.5
+    (unranked,) = leaderboard(five.ctx, unranked=True).rows
+    assert unranked.pillars == {} and "reasoning" in unranked.missing_pillars
+    with five.ctx.db.write() as session:  # a start cannot fill it in either
+        assert fill_chance_sums(five.ctx, session) == 0
