@@ -13,13 +13,16 @@ O(1) instead of a recomputation over history:
   ``var = (Q − S²/N) / (N − 1)`` over the per-sample consensus values (0 when they
   all agree); no interval is built from it.
 
-The aggregate over benchmarks is the weighted mean of per-benchmark scores. Its
-interval combines the benchmarks' intervals (``core.intervals.combined_interval``,
-benchmarks taken as independent); its standard error, again descriptive, is
-``sqrt(Σ w²·se²) / Σ w``. A model's aggregate (:func:`model_aggregate`) is ranked only
-when it is *complete*: measured on every active benchmark. :func:`aggregate_basis`
-names the active benchmarks and weights an aggregate was computed with, so a stored
-one can be found out of date.
+:func:`weighted_aggregate` is a weighted mean of intervals: its interval combines the
+parts' intervals (``core.intervals.combined_interval``, parts taken as independent);
+its standard error, again descriptive, is ``sqrt(Σ w²·se²) / Σ w``. The server's
+aggregate applies it twice, over the chance-corrected benchmarks of a pillar and over
+the pillars (``core/pillars.py``). :func:`model_aggregate`, the aggregate of before
+pillars (the weighted mean of every active benchmark's raw score, complete when
+measured on all of them), stays for migrations 0002 and 0011, which compute it.
+:func:`aggregate_basis` names the active benchmarks, their weights, pillars and the
+pillar weights an aggregate was computed with, so a stored one can be found out of
+date.
 """
 
 from __future__ import annotations

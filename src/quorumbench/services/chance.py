@@ -2,7 +2,7 @@
 
 A task's ``chance_sum`` is the sum of its samples' chance levels (``Sample.chance``),
 set when the task is DONE: 0 for a generative benchmark (every item's level is 0),
-else read from the benchmark object this process loaded
+else read from the benchmark object this process loaded at startup
 (``services/benchmarks.loaded``); a leaderboard row accumulates its tasks' sums. When
 the loaded benchmark is another version (or cannot be loaded here), a
 multiple-choice task's sum is not known (None), and the row's becomes None until
@@ -44,15 +44,14 @@ _TASK_BENCHMARK = (
 
 
 def _benchmark(ctx: ServerContext, row: Any) -> Benchmark | None:
-    """The loaded benchmark object of the row's exact version, if this process has it
-    (or can load it by name)."""
-    from quorumbench.services.benchmarks import loaded
-
-    try:
-        bench = loaded(ctx, row.name)
-    except QuorumError:
-        return None
-    if (bench.version, bench.dataset_sha256) != (row.version, row.dataset_sha256):
+    """The benchmark object of the row's exact version, if this process has loaded it
+    (every active one, at startup). Nothing is loaded here: this runs while a task is
+    finalized, and a benchmark that is no longer active may not load at all."""
+    bench = ctx.loaded_benchmarks.get(row.name)
+    if bench is None or (bench.version, bench.dataset_sha256) != (
+        row.version,
+        row.dataset_sha256,
+    ):
         return None
     return bench
 

@@ -1,4 +1,4 @@
-"""The leaderboard: per (model, benchmark) rows and the weighted aggregate over benchmarks.
+"""The leaderboard: per (model, benchmark) rows and the aggregate over pillars.
 
 Reads page in SQL, through an index for every sort key. Every row carries its rank on
 the whole board (``core/ranking.py``), whatever the sort, filters and page: a read
@@ -7,8 +7,10 @@ ranks the page's rows among them by bisection. The aggregate is not
 computed on read: ``leaderboard_aggregates`` holds one row per model, recomputed
 from that model's few per-benchmark rows in the transaction that finalizes one of
 its tasks (:func:`refresh_aggregate`), and rebuilt in full at startup when the
-active benchmarks or their weights differ from those the rows were computed with
-(:func:`sync_aggregates`).
+active benchmarks, their weights or pillars, or the pillar weights differ from those
+the rows were computed with (:func:`sync_aggregates`). The aggregate's maths, chance
+correction included, is ``core/pillars.py``; a benchmark row's chance-corrected score
+is computed on read from its stored chance sum.
 
 A retired model (services/models.py) is on no board: every read leaves it out, and it
 takes no rank; its rows stay, as its history does.
