@@ -21,6 +21,13 @@ _BUILTINS = {
     "gsm8k": "quorumbench.benchmarks.gsm8k:Gsm8kBenchmark",
     "truthfulqa-mc1": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC1",
     "truthfulqa-mc2": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC2",
+    "arc-challenge": "quorumbench.benchmarks.arc:ArcChallengeBenchmark",
+    "hellaswag": "quorumbench.benchmarks.hellaswag:HellaSwagBenchmark",
+    "mmlu": "quorumbench.benchmarks.mmlu:MmluBenchmark",
+    "boolq": "quorumbench.benchmarks.boolq:BoolQBenchmark",
+    "piqa": "quorumbench.benchmarks.piqa:PiqaBenchmark",
+    "winogrande": "quorumbench.benchmarks.winogrande:WinograndeBenchmark",
+    "bbq": "quorumbench.benchmarks.bbq:BbqBenchmark",
 }
 
 DEFAULT_PILLARS = {
@@ -28,6 +35,13 @@ DEFAULT_PILLARS = {
     "gsm8k": "math",
     "truthfulqa-mc1": "reasoning",
     "truthfulqa-mc2": "reasoning",
+    "arc-challenge": "reasoning",
+    "hellaswag": "reasoning",
+    "mmlu": "reasoning",
+    "boolq": "language",
+    "piqa": "language",
+    "winogrande": "language",
+    "bbq": "safety",
 }
 """Each built-in benchmark's pillar (seed 002's assignment); the server's ``pillars``
 setting overrides it, and a custom spec names its own."""
