@@ -569,3 +569,30 @@ def test_pins_are_well_formed():
     assert arc.DATA.local_relpath == "ai2_arc/ARC-Challenge/test-00000-of-00001.parquet"
     with pytest.raises(ValueError, match="40-hex commit"):
         dataclasses.replace(arc.DATA, revision="main")
+
+
+def test_the_engine_runs_a_hub_benchmark(tmp_path):
+    from quorumbench.backends.mock import MockBackend
+    from quorumbench.evaluation.engine import EvalConfig, evaluate
+
+    bench = load("arc-challenge", tmp_path)
+    golds = {"Question: Which gas do plants take in?\nAnswer:": 1}
+
+    def score(request):
+        gold = golds.get(request.context, 0)
+        return [-2.0 if i == gold else -90.0 for i in range(len(request.continuations))]
+
+    result = evaluate(bench, MockBackend(score=score, is_chat=False), EvalConfig(n=3))
+    assert result.benchmark["dataset_sha256"] == bench.dataset_sha256
+    assert result.benchmark["source"]["kind"] == "local"
+    assert result.benchmark["config"] == {
+        "prompt": "lm-eval arc_challenge",
+        "shots": 0,
+        "metric": "acc_norm",
+    }
+    by_id = {row.id: row for row in result.samples}
+    # the mock prefers option 0 except on the first question: right there and on the
+    # second ("salt"), wrong on the third (the gold is "whale", label "2")
+    assert [by_id[i].correct for i in ("00000", "00001", "00002")] == [True, True, False]
+    assert by_id["00000"].labels["subject"] == "science/general"
+    assert sorted(result.sample_predictions) == [0, 0, 1]
