@@ -104,10 +104,14 @@ def _offline_hint(file: HubFile) -> Hint:
 def load_hub_file(file: HubFile, datasets_dir: Path | None) -> LoadedHubFile:
     """The rows of ``file``: from ``datasets_dir`` when it holds the file, else the Hub."""
     if datasets_dir is not None:
+        if not datasets_dir.is_dir():
+            raise DataNotFoundError(f"datasets directory not found: {datasets_dir}")
         path = datasets_dir / file.local_relpath
         if path.is_file():
             data = path.read_bytes()
-            digest = _check_pinned(file, data, str(path))
+            digest = _check_pinned(
+                file, data, str(path), "replace it with that file, or remove it to download it"
+            )
             return LoadedHubFile(
                 _read_parquet(file, data),
                 digest,
@@ -126,17 +130,18 @@ def load_hub_file(file: HubFile, datasets_dir: Path | None) -> LoadedHubFile:
             f"{expected}, the downloaded bytes hash to {digest}; delete the cached copy "
             "and try again, or give a datasets directory that holds a good copy"
         )
-    _check_pinned(file, data, file.address)
+    _check_pinned(file, data, file.address, "give a datasets directory that holds the pinned file")
     source = DataSourceInfo("hub", f"{file.repo_id}/{file.filename}", file.revision)
     return LoadedHubFile(_read_parquet(file, data), digest, source)
 
 
-def _check_pinned(file: HubFile, data: bytes, where: str) -> str:
+def _check_pinned(file: HubFile, data: bytes, where: str, fix: str) -> str:
+    """The SHA-256 of ``data``; ChecksumMismatchError if a pinned SHA-256 differs."""
     digest = hashlib.sha256(data).hexdigest()
     if file.sha256 is not None and digest != file.sha256:
         raise ChecksumMismatchError(
             f"checksum mismatch for {where}: expected sha256 {file.sha256}, got {digest}; "
-            f"the file is not {file.address}"
+            f"the file is not {file.address}: {fix}"
         )
     return digest
 

@@ -596,3 +596,25 @@ def test_the_engine_runs_a_hub_benchmark(tmp_path):
     assert [by_id[i].correct for i in ("00000", "00001", "00002")] == [True, True, False]
     assert by_id["00000"].labels["subject"] == "science/general"
     assert sorted(result.sample_predictions) == [0, 0, 1]
+
+
+def test_a_local_copy_that_matches_the_pin_is_read_not_downloaded(monkeypatch, tmp_path):
+    data = parquet(ARC_SCHEMA, ARC_ROWS)
+    digest = hashlib.sha256(data).hexdigest()
+    pin = dataclasses.replace(arc.DATA, sha256=digest, rows=len(ARC_ROWS))
+    calls = fake_hub(monkeypatch, tmp_path, data, digest)
+    bench = arc.ArcChallengeBenchmark(BenchmarkContext(local_copy(tmp_path, pin, data)), file=pin)
+    assert calls == []
+    assert bench.dataset_sha256 == digest
+    assert bench.source.kind == "local" and bench.source.revision == pin.revision
+    assert bench.source.location.endswith("ai2_arc/ARC-Challenge/test-00000-of-00001.parquet")
+    # a datasets directory without the file falls through to the Hub
+    (tmp_path / "empty").mkdir()
+    other = arc.ArcChallengeBenchmark(BenchmarkContext(tmp_path / "empty"), file=pin)
+    assert other.source.kind == "hub" and other.dataset_sha256 == digest
+    assert [c[0] for c in calls] == ["info", "download"]
+
+
+def test_a_datasets_directory_that_does_not_exist_is_refused(tmp_path):
+    with pytest.raises(DataNotFoundError, match="datasets directory not found"):
+        boolq.BoolQBenchmark(BenchmarkContext(tmp_path / "nope"))
