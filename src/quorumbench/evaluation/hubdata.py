@@ -183,7 +183,11 @@ def _read_parquet(file: HubFile, data: bytes) -> Rows:
     try:
         rows: Rows = pq.read_table(io.BytesIO(data)).to_pylist()
     except Exception as exc:
-        raise DataError(f"cannot read {file.address} as Parquet: {exc}") from exc
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise DataError(
+            f"cannot read {file.address} as Parquet ({reason}); "
+            "give a datasets directory that holds the pinned file"
+        ) from exc
     if file.rows is not None and len(rows) != file.rows:
         raise DataError(
             f"{file.address} has {len(rows)} rows, the pinned file {file.rows}; "

@@ -618,3 +618,11 @@ def test_a_local_copy_that_matches_the_pin_is_read_not_downloaded(monkeypatch, t
 def test_a_datasets_directory_that_does_not_exist_is_refused(tmp_path):
     with pytest.raises(DataNotFoundError, match="datasets directory not found"):
         boolq.BoolQBenchmark(BenchmarkContext(tmp_path / "nope"))
+
+
+def test_a_file_that_is_not_parquet_is_refused(tmp_path):
+    pin = unpinned(piqa.DATA)
+    directory = local_copy(tmp_path, pin, b"goal,sol1,sol2,label\n")
+    with pytest.raises(DataError, match="as Parquet") as info:
+        piqa.PiqaBenchmark(BenchmarkContext(directory), file=pin)
+    assert "\n" not in info.value.message
