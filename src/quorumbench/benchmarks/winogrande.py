@@ -15,7 +15,7 @@ too, so the numbers are comparable in definition, not equal to lm-eval's. Metric
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from quorumbench.benchmarks._hubchoice import BadRow, HubChoiceBenchmark, Item
 from quorumbench.evaluation.benchmark import Labels
@@ -32,12 +32,19 @@ the pinned commit supplies it."""
 LABELS = Labels(skill="reasoning", subject="social-intelligence/commonsense", format="mcqa")
 
 
-def split_sentence(sentence: str) -> tuple[str, str]:
-    """The text before the blank ``_`` and lm-eval's target: the rest, stripped."""
+class Blank(NamedTuple):
+    before: str
+    """The sentence up to the blank ``_``, as it is (a trailing space included)."""
+    rest: str
+    """lm-eval's target: the sentence after the blank, stripped."""
+
+
+def split_sentence(sentence: str) -> Blank:
+    """The sentence around its blank ``_`` (the first one)."""
     if "_" not in sentence:
         raise BadRow("the sentence has no blank '_'")
     blank = sentence.index("_")
-    return sentence[:blank], sentence[blank + 1 :].strip()
+    return Blank(sentence[:blank], sentence[blank + 1 :].strip())
 
 
 class WinograndeBenchmark(HubChoiceBenchmark):

@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from quorumbench.errors import (
     ChecksumMismatchError,
@@ -97,6 +97,12 @@ class LoadedHubFile:
     source: DataSourceInfo
 
 
+class _Download(NamedTuple):
+    data: bytes
+    lfs_sha256: str
+    """The SHA-256 the Hub's LFS metadata gives for the file at the pinned commit."""
+
+
 def _offline_hint(file: HubFile) -> Hint:
     return Hint("datasets_dir", f"give a datasets directory that holds {file.local_relpath}")
 
@@ -146,7 +152,7 @@ def _check_pinned(file: HubFile, data: bytes, where: str, fix: str) -> str:
     return digest
 
 
-def _download(file: HubFile, revision: str, filename: str) -> tuple[bytes, str]:
+def _download(file: HubFile, revision: str, filename: str) -> _Download:
     """The file's bytes and the SHA-256 the Hub's LFS metadata gives at ``revision``."""
     try:
         import huggingface_hub
@@ -172,7 +178,7 @@ def _download(file: HubFile, revision: str, filename: str) -> tuple[bytes, str]:
             f"the Hub gives no LFS SHA-256 for {file.address}, so the download cannot be "
             "verified; give a datasets directory that holds a good copy"
         )
-    return data, sha
+    return _Download(data, sha)
 
 
 def _read_parquet(file: HubFile, data: bytes) -> Rows:
