@@ -126,6 +126,24 @@ def _python_paths() -> list[Path]:
     return paths
 
 
+def base_python() -> Path:
+    """This Python's own interpreter, outside any virtual environment: generated code
+    runs on it with the standard library only (no site-packages of the runner's
+    environment, where a bundled model may lie)."""
+    return Path(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def _interpreter_paths() -> list[Path]:
+    """The base interpreter and its standard library, nothing of the environment."""
+    python = base_python()
+    return [
+        Path(sys.base_prefix),
+        Path(sys.base_exec_prefix),
+        python,
+        Path(os.path.realpath(python)),
+    ]
+
+
 def protected_paths(extra: tuple[Path, ...] = ()) -> tuple[Path, ...]:
     """Paths a sandbox must never see: secrets under ``$HOME``, the runner's key file,
     the ``.env`` beside it and ``$XDG_CONFIG_HOME``."""
@@ -152,9 +170,12 @@ def layout(
     writable: tuple[Path, ...] = (),
     device: str = "cpu",
     protected: tuple[Path, ...] = (),
+    interpreter_only: bool = False,
 ) -> Layout:
     """The binds for a worker that loads ``model_paths``; refuses any that would show a
-    protected path (a home directory, a key, ``.ssh``)."""
+    protected path (a home directory, a key, ``.ssh``). ``interpreter_only``: the base
+    interpreter and its standard library instead of this environment's import path
+    (for generated code, ``runner/code_exec.py``)."""
     symlinks: list[tuple[str, str]] = []
     wanted: list[Path] = []
     for name in SYSTEM_DIRS:
@@ -164,7 +185,7 @@ def layout(
         elif path.is_dir():
             wanted.append(path)
     wanted += [Path("/etc") / name for name in ETC_FILES if (Path("/etc") / name).exists()]
-    wanted += _python_paths()
+    wanted += _interpreter_paths() if interpreter_only else _python_paths()
     for path in model_paths:
         absolute = Path(os.path.abspath(path))
         _check_exposure(absolute, protected)
