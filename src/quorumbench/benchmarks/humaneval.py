@@ -33,7 +33,12 @@ from quorumbench.benchmarks._code import (
     run_program,
 )
 from quorumbench.core.canonical import sha256_hex
-from quorumbench.errors import ChecksumMismatchError, DataError, MissingDependencyError
+from quorumbench.errors import (
+    ChecksumMismatchError,
+    ConfigError,
+    DataError,
+    MissingDependencyError,
+)
 from quorumbench.evaluation.backend import (
     ChatMessage,
     ChoiceResult,
@@ -134,6 +139,8 @@ class HumanEvalBenchmark:
     runs_code = True
 
     def __init__(self, context: BenchmarkContext) -> None:
+        if context.shots not in (None, 0):
+            raise ConfigError("humaneval is zero-shot (it takes no exemplars)")
         self._executor = context.executor
         self._max_new_tokens = context.max_new_tokens or DEFAULT_MAX_NEW_TOKENS
         data, self._source = read_humaneval(context.datasets_dir)

@@ -34,6 +34,7 @@ from quorumbench.benchmarks._code import (
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.errors import (
     ChecksumMismatchError,
+    ConfigError,
     DataError,
     DataNotFoundError,
     Hint,
@@ -225,6 +226,8 @@ class MbppBenchmark:
     file = TEST
 
     def __init__(self, context: BenchmarkContext) -> None:
+        if context.shots not in (None, len(EXEMPLARS)):
+            raise ConfigError(f"mbpp uses lm-eval's {len(EXEMPLARS)} fixed exemplars")
         self._executor = context.executor
         self._max_new_tokens = context.max_new_tokens or DEFAULT_MAX_NEW_TOKENS
         data, self._source = read_file(self.file, context.datasets_dir)

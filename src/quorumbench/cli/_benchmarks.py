@@ -22,6 +22,8 @@ from quorumbench.settings import get_settings
 _DESCRIPTIONS = {
     "arith": "generated arithmetic word problems (no data needed)",
     "gsm8k": "GSM8K test, chain-of-thought, exact match on the final number",
+    "humaneval": "HumanEval (164 functions), pass@1: the tests run in a sandbox",
+    "mbpp": "MBPP full test split (500 problems), 3-shot, pass@1 in a sandbox",
     "truthfulqa-mc1": "TruthfulQA, best answer ranked first (log-likelihood)",
     "truthfulqa-mc2": "TruthfulQA, probability mass on true answers",
 }

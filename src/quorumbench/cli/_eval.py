@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -15,9 +15,10 @@ from quorumbench.backends import BackendOptions, load_backend
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.cli._console import escape
 from quorumbench.cli._output import print_result, write_json
-from quorumbench.errors import ConfigError
-from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.errors import ConfigError, SandboxRequiredError
+from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext
 from quorumbench.evaluation.engine import EvalConfig, evaluate
+from quorumbench.evaluation.execution import CodeExecutor, runs_code
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.evaluation.results import RunResult
 from quorumbench.settings import get_settings
@@ -44,6 +45,8 @@ class EvalArgs:
     concurrency: int
     threads: int | None
     show_samples: bool
+    sandbox: Literal["auto", "bwrap", "unshare", "none"] = "auto"
+    """Where a code benchmark runs generated programs (``none``: ``--no-sandbox``)."""
 
     def __repr__(self) -> str:  # the API key must never reach a log or traceback
         return f"EvalArgs(model={self.model!r}, benchmark={self.benchmark!r}, ...)"
@@ -69,6 +72,26 @@ def _save(path: Path, result: RunResult) -> None:
         raise ConfigError(f"--json {path}: cannot write it: {exc.strerror or exc}") from exc
 
 
+def code_executor(
+    benchmark: Benchmark, kind: Literal["auto", "bwrap", "unshare", "none"]
+) -> CodeExecutor:
+    """What runs a code benchmark's programs: a fresh sandbox each (``runner/code_exec``),
+    or plain subprocesses with ``--no-sandbox``; refused in one line when no sandbox
+    can be made."""
+    from quorumbench.runner.code_exec import CODE_LIMITS, code_runner
+    from quorumbench.runner.sandbox import protected_paths, resolve_sandbox
+
+    if kind == "none":
+        return code_runner(None)
+    way_out = "pass --no-sandbox to run them without one (only for models you trust)"
+    what = f"the programs {benchmark.name} generates and runs"
+    try:
+        sandbox = resolve_sandbox(kind, CODE_LIMITS, protected_paths(), purpose=(what, way_out))
+    except ConfigError as exc:
+        raise SandboxRequiredError(exc.reason) from exc
+    return code_runner(sandbox)
+
+
 def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     _check_json_target(args.json_path)
     ref = parse_ref(args.model)  # fail fast on a bad ref, before loading anything
@@ -78,6 +101,9 @@ def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     context = BenchmarkContext(datasets_dir, args.shots, args.max_new_tokens)
     with err_console.status(f"Loading benchmark {escape(args.benchmark)}…"):
         benchmark = load_benchmark(args.benchmark, context)
+        if runs_code(benchmark):  # again, with what runs its programs
+            executor = code_executor(benchmark, args.sandbox)
+            benchmark = load_benchmark(args.benchmark, replace(context, executor=executor))
     options = BackendOptions(
         device=args.device,
         dtype=args.dtype,

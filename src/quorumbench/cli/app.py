@@ -184,6 +184,23 @@ def eval_command(
     show_samples: Annotated[
         bool, typer.Option("--show-samples", help="Also print each sample's result.")
     ] = False,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            "--sandbox",
+            help="Where code benchmarks (humaneval, mbpp) run the model's programs: auto "
+            "(bubblewrap, else unshare), bwrap or unshare (default auto).",
+            show_default=False,
+        ),
+    ] = None,
+    no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="Run code benchmarks' generated programs without a sandbox, with your "
+            "network and files (only for models you trust).",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a model on a benchmark and print the score (the main job)."""
     from quorumbench.cli._eval import EvalArgs, run_eval
@@ -191,6 +208,15 @@ def eval_command(
     if prompt_style not in ("auto", "chat", "plain"):
         raise typer.BadParameter("use auto, chat or plain", param_hint="--prompt-style")
     style: Literal["auto", "chat", "plain"] = prompt_style  # type: ignore[assignment]
+    if no_sandbox and sandbox is not None:
+        raise typer.BadParameter("use --sandbox or --no-sandbox, not both", param_hint="--sandbox")
+    if sandbox not in (None, "auto", "bwrap", "unshare"):
+        raise typer.BadParameter(
+            f"{sandbox!r}: use auto, bwrap or unshare (or --no-sandbox)", param_hint="--sandbox"
+        )
+    code_sandbox: Literal["auto", "bwrap", "unshare", "none"] = (
+        "none" if no_sandbox else sandbox or "auto"  # type: ignore[assignment]
+    )
     run_eval(
         EvalArgs(
             model=model,
@@ -212,6 +238,7 @@ def eval_command(
             concurrency=concurrency,
             threads=threads,
             show_samples=show_samples,
+            sandbox=code_sandbox,
         ),
         console,
         err_console,

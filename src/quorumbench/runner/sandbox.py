@@ -332,11 +332,23 @@ def _try(tool: Tool, limits: Limits, protected: tuple[Path, ...]) -> Sandbox | s
     return sandbox if why is None else f"{tool} cannot make a sandbox here ({why})"
 
 
+MODEL_CODE = (
+    "model code",
+    "pass --no-sandbox to run models in the runner's own process (only for models you trust)",
+)
+"""What a sandbox is for, and the way out when none can be made (the runner's)."""
+
+
 def resolve_sandbox(
-    kind: SandboxKind, limits: Limits, protected: tuple[Path, ...] = ()
+    kind: SandboxKind,
+    limits: Limits,
+    protected: tuple[Path, ...] = (),
+    *,
+    purpose: tuple[str, str] = MODEL_CODE,
 ) -> Sandbox | None:
     """The sandbox ``kind`` asks for (``None`` for "none"); a :class:`ConfigError`
-    with one clear line when it cannot be made."""
+    with one clear line when it cannot be made. ``purpose``: what it is for and the
+    way out, for that line."""
     if kind == "none":
         log.warning(
             "NO SANDBOX (--no-sandbox): model code runs in the runner's own process, with "
@@ -356,8 +368,8 @@ def resolve_sandbox(
                 )
             return found
         reasons.append(found)
+    what, way_out = purpose
     raise ConfigError(
-        f"no sandbox for model code: {'; '.join(reasons)}. Install bubblewrap "
-        "(e.g. `apt-get install bubblewrap`), or pass --no-sandbox to run models in the "
-        "runner's own process (only for models you trust)"
+        f"no sandbox for {what}: {'; '.join(reasons)}. Install bubblewrap "
+        f"(e.g. `apt-get install bubblewrap`), or {way_out}"
     )
