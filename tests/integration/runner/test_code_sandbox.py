@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from quorumbench.benchmarks import _code
 from quorumbench.benchmarks.humaneval import HumanEvalBenchmark, humaneval_program
 from quorumbench.evaluation.backend import GenerateResult
 from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.runner.code_exec import CodeRunner
 
 from . import test_sandbox
@@ -140,3 +142,23 @@ def test_the_key_and_home_are_not_there(runner, canonical, fake_home):
     probe = "import sys, os\nassert not any('site-packages' in p for p in sys.path if 'venv' in p)"
     probe += "\nassert not os.path.exists(os.path.expanduser('~/.ssh'))"
     assert runner.run(probe, timeout_s=TIMEOUT_S).status == "passed"
+
+
+@pytest.mark.model
+def test_humaneval_end_to_end_with_the_real_model(smollm2_backend, fake_home):
+    """SmolLM2-135M on 5 problems, each program in a bubblewrap sandbox: the pipeline,
+    not the score (a 135M model may well solve none)."""
+    runner = CodeRunner(sandbox_for("bwrap"))
+    bench = HumanEvalBenchmark(BenchmarkContext(executor=runner, max_new_tokens=64))
+    config = EvalConfig(n=5, seed="code-e2e", batch_size=5, prompt_style="plain")
+    started = time.monotonic()
+    result = evaluate(bench, smollm2_backend, config)
+    print(f"humaneval x SmolLM2, 5 problems: {time.monotonic() - started:.1f} s")
+    assert result.benchmark["name"] == "humaneval" and result.benchmark["prompt_style"] == "plain"
+    assert len(result.samples) == 5 and runner.kind == "bwrap"
+    assert all(s.score in (0.0, 1.0) and s.correct is (s.score == 1.0) for s in result.samples)
+    assert all(isinstance(s.output, str) and len(s.output_sha256) == 64 for s in result.samples)
+    assert result.sample_predictions == [s.prediction for s in result.samples]
+    assert len(result.predictions_sha256) == 64
+    assert result.samples[0].labels["format"] == "code"
+    assert 0.0 <= result.aggregate.mean <= 1.0 and result.aggregate.n == 5
