@@ -14,7 +14,6 @@ import gzip
 import json
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -151,9 +150,7 @@ def test_humaneval_end_to_end_with_the_real_model(smollm2_backend, fake_home):
     runner = CodeRunner(sandbox_for("bwrap"))
     bench = HumanEvalBenchmark(BenchmarkContext(executor=runner, max_new_tokens=64))
     config = EvalConfig(n=5, seed="code-e2e", batch_size=5, prompt_style="plain")
-    started = time.monotonic()
     result = evaluate(bench, smollm2_backend, config)
-    print(f"humaneval x SmolLM2, 5 problems: {time.monotonic() - started:.1f} s")
     assert result.benchmark["name"] == "humaneval" and result.benchmark["prompt_style"] == "plain"
     assert len(result.samples) == 5 and runner.kind == "bwrap"
     assert all(s.score in (0.0, 1.0) and s.correct is (s.score == 1.0) for s in result.samples)
