@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+import typer
 from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -22,6 +23,9 @@ from quorumbench.evaluation.execution import CodeExecutor, runs_code
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.evaluation.results import RunResult
 from quorumbench.settings import get_settings
+
+CodeSandbox = Literal["auto", "bwrap", "unshare", "none"]
+"""Where a code benchmark runs its programs (``none``: ``--no-sandbox``)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class EvalArgs:
     concurrency: int
     threads: int | None
     show_samples: bool
-    sandbox: Literal["auto", "bwrap", "unshare", "none"] = "auto"
+    sandbox: CodeSandbox = "auto"
     """Where a code benchmark runs generated programs (``none``: ``--no-sandbox``)."""
 
     def __repr__(self) -> str:  # the API key must never reach a log or traceback
@@ -72,9 +76,22 @@ def _save(path: Path, result: RunResult) -> None:
         raise ConfigError(f"--json {path}: cannot write it: {exc.strerror or exc}") from exc
 
 
-def code_executor(
-    benchmark: Benchmark, kind: Literal["auto", "bwrap", "unshare", "none"]
-) -> CodeExecutor:
+def sandbox_choice(sandbox: str | None, no_sandbox: bool) -> CodeSandbox:
+    """``--sandbox`` and ``--no-sandbox`` as one choice (``auto`` when neither)."""
+    if no_sandbox and sandbox is not None:
+        raise typer.BadParameter("use --sandbox or --no-sandbox, not both", param_hint="--sandbox")
+    if no_sandbox:
+        return "none"
+    if sandbox in (None, "auto"):
+        return "auto"
+    if sandbox in ("bwrap", "unshare"):
+        return sandbox  # type: ignore[return-value]
+    raise typer.BadParameter(
+        f"{sandbox!r}: use auto, bwrap or unshare (or --no-sandbox)", param_hint="--sandbox"
+    )
+
+
+def code_executor(benchmark: Benchmark, kind: CodeSandbox) -> CodeExecutor:
     """What runs a code benchmark's programs: a fresh sandbox each (``runner/code_exec``),
     or plain subprocesses with ``--no-sandbox``; refused in one line when no sandbox
     can be made."""

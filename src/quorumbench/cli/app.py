@@ -203,20 +203,11 @@ def eval_command(
     ] = False,
 ) -> None:
     """Evaluate a model on a benchmark and print the score (the main job)."""
-    from quorumbench.cli._eval import EvalArgs, run_eval
+    from quorumbench.cli._eval import EvalArgs, run_eval, sandbox_choice
 
     if prompt_style not in ("auto", "chat", "plain"):
         raise typer.BadParameter("use auto, chat or plain", param_hint="--prompt-style")
     style: Literal["auto", "chat", "plain"] = prompt_style  # type: ignore[assignment]
-    if no_sandbox and sandbox is not None:
-        raise typer.BadParameter("use --sandbox or --no-sandbox, not both", param_hint="--sandbox")
-    if sandbox not in (None, "auto", "bwrap", "unshare"):
-        raise typer.BadParameter(
-            f"{sandbox!r}: use auto, bwrap or unshare (or --no-sandbox)", param_hint="--sandbox"
-        )
-    code_sandbox: Literal["auto", "bwrap", "unshare", "none"] = (
-        "none" if no_sandbox else sandbox or "auto"  # type: ignore[assignment]
-    )
     run_eval(
         EvalArgs(
             model=model,
@@ -238,7 +229,7 @@ def eval_command(
             concurrency=concurrency,
             threads=threads,
             show_samples=show_samples,
-            sandbox=code_sandbox,
+            sandbox=sandbox_choice(sandbox, no_sandbox),
         ),
         console,
         err_console,
