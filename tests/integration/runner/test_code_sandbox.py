@@ -11,10 +11,12 @@ or cgroup was left behind.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import socket
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -24,6 +26,7 @@ from quorumbench.evaluation.backend import GenerateResult
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.runner.code_exec import CodeRunner
+from quorumbench.runner.loop import Runner, TaskEvaluator
 
 from . import test_sandbox
 from .test_sandbox import SANDBOXES, SECRET, descendants, leftover_cgroups, sandbox_for
@@ -33,6 +36,7 @@ no_stray_processes = test_sandbox.no_stray_processes  # autouse: nothing left ru
 
 pytestmark = pytest.mark.slow
 TIMEOUT_S = 3.0
+REV = "0" * 40
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +163,57 @@ def test_humaneval_end_to_end_with_the_real_model(smollm2_backend, fake_home):
     assert len(result.predictions_sha256) == 64
     assert result.samples[0].labels["format"] == "code"
     assert 0.0 <= result.aggregate.mean <= 1.0 and result.aggregate.n == 5
+
+
+def test_the_runner_scores_a_humaneval_task_in_its_sandbox(fake_home, humaneval_package):
+    """The runner's loop on a HumanEval task: the programs run in the evaluator's
+    executor, and the signed payload carries their verdicts (problem 002's answer)."""
+    executor = CodeRunner(sandbox_for("bwrap"))
+    bench = HumanEvalBenchmark(BenchmarkContext(executor=executor))
+    ids = ["002", "005"]
+    task = {
+        "id": 1,
+        "epoch": 1,
+        "round": 1,
+        "model": {"id": 1, "ref": f"mock:say/{quote('    return number % 1.0', safe='')}@{REV}"},
+        "benchmark": {
+            "name": bench.name,
+            "version": bench.version,
+            "prompt_version": bench.prompt_version,
+            "dataset_sha256": bench.dataset_sha256,
+            "config": dict(bench.config),
+        },
+        "n_samples": 2,
+        "seed_commitment": hashlib.sha256(b"code").hexdigest(),
+        "sample_ids": ids,
+    }
+    client = test_sandbox.FakeClient([task])
+    outcome = Runner(client, TaskEvaluator(executor=executor)).run_once()
+    assert outcome.status == "submitted", outcome
+    payload = client.submitted[0]
+    assert payload["sample_ids"] == ids and payload["sample_scores"] == [1.0, 0.0]
+    assert payload["sample_predictions"] == ["    return number % 1.0"] * 2
+
+
+def test_a_runner_without_an_executor_gives_a_code_task_back(humaneval_package):
+    bench = HumanEvalBenchmark(BenchmarkContext())
+    task = {
+        "id": 1,
+        "epoch": 1,
+        "round": 1,
+        "model": {"id": 1, "ref": f"mock:empty@{REV}"},
+        "benchmark": {
+            "name": bench.name,
+            "version": bench.version,
+            "prompt_version": bench.prompt_version,
+            "dataset_sha256": bench.dataset_sha256,
+            "config": dict(bench.config),
+        },
+        "n_samples": 1,
+        "seed_commitment": hashlib.sha256(b"code").hexdigest(),
+        "sample_ids": ["000"],
+    }
+    client = test_sandbox.FakeClient([task])
+    outcome = Runner(client, TaskEvaluator()).run_once()
+    assert outcome.status == "setup-error" and "no executor" in outcome.detail
+    assert client.released == [100] and client.submitted == []
