@@ -157,6 +157,11 @@ class CodeRunner:
         self.sandbox = None if sandbox is None else replace(sandbox, limits=limits)
         self.limits = limits
         self.python = str(base_python())
+        self.where = (
+            None
+            if self.sandbox is None
+            else layout((), protected=self.sandbox.protected, interpreter_only=True)
+        )
         if sandbox is None:
             log.warning(
                 "NO SANDBOX for generated code: code benchmarks run the model's programs "
@@ -182,9 +187,9 @@ class CodeRunner:
 
     def _argv(self, config: str) -> list[str]:
         boot = [self.python, *PYTHON_FLAGS, "-c", BOOT, config]
-        if self.sandbox is None:
+        if self.sandbox is None or self.where is None:
             return boot
-        where = layout((), protected=self.sandbox.protected, interpreter_only=True)
+        where = self.where
         if self.sandbox.tool == "bwrap":
             return [*self.sandbox.bwrap_prefix(where), "--remount-ro", "/", "--", *boot]
         jail = where.to_json(self.limits.tmp_mb << 20)
