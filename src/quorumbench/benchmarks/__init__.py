@@ -19,6 +19,8 @@ BenchmarkFactory = Callable[[BenchmarkContext], Benchmark]
 _BUILTINS = {
     "arith": "quorumbench.benchmarks.arith:ArithBenchmark",
     "gsm8k": "quorumbench.benchmarks.gsm8k:Gsm8kBenchmark",
+    "humaneval": "quorumbench.benchmarks.humaneval:HumanEvalBenchmark",
+    "mbpp": "quorumbench.benchmarks.mbpp:MbppBenchmark",
     "truthfulqa-mc1": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC1",
     "truthfulqa-mc2": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC2",
     "arc-challenge": "quorumbench.benchmarks.arc:ArcChallengeBenchmark",
@@ -33,6 +35,8 @@ _BUILTINS = {
 DEFAULT_PILLARS = {
     "arith": "math",
     "gsm8k": "math",
+    "humaneval": "coding",
+    "mbpp": "coding",
     "truthfulqa-mc1": "reasoning",
     "truthfulqa-mc2": "reasoning",
     "arc-challenge": "reasoning",

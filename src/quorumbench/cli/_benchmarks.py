@@ -22,6 +22,8 @@ from quorumbench.settings import get_settings
 _DESCRIPTIONS = {
     "arith": "generated arithmetic word problems (no data needed)",
     "gsm8k": "GSM8K test, chain-of-thought, exact match on the final number",
+    "humaneval": "HumanEval (164 functions), pass@1: the tests run in a sandbox",
+    "mbpp": "MBPP full test split (500 problems), 3-shot, pass@1 in a sandbox",
     "truthfulqa-mc1": "TruthfulQA, best answer ranked first (log-likelihood)",
     "truthfulqa-mc2": "TruthfulQA, probability mass on true answers",
     "arc-challenge": "ARC-Challenge test, grade-school science (Hub, acc_norm)",
@@ -31,8 +33,6 @@ _DESCRIPTIONS = {
     "piqa": "PIQA validation, physical commonsense (Hub, acc_norm)",
     "winogrande": "WinoGrande validation, pronoun resolution (Hub, partial scoring)",
     "bbq": "BBQ, bias in ambiguous and disambiguated contexts (local copy only)",
-    "humaneval": "HumanEval, pass@1 by running tests in the sandbox (ships in a wheel)",
-    "mbpp": "MBPP, pass@1 by running tests in the sandbox (Hub)",
     "gen-reasoning": "generated ordering puzzles and syllogisms (no data needed)",
     "gen-language": "generated grammaticality minimal pairs (no data needed)",
     "gen-safety": "generated bias and refusal probes (no data needed)",
