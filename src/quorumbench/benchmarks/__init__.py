@@ -19,15 +19,33 @@ BenchmarkFactory = Callable[[BenchmarkContext], Benchmark]
 _BUILTINS = {
     "arith": "quorumbench.benchmarks.arith:ArithBenchmark",
     "gsm8k": "quorumbench.benchmarks.gsm8k:Gsm8kBenchmark",
+    "humaneval": "quorumbench.benchmarks.humaneval:HumanEvalBenchmark",
+    "mbpp": "quorumbench.benchmarks.mbpp:MbppBenchmark",
     "truthfulqa-mc1": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC1",
     "truthfulqa-mc2": "quorumbench.benchmarks.truthfulqa:TruthfulQAMC2",
+    "arc-challenge": "quorumbench.benchmarks.arc:ArcChallengeBenchmark",
+    "hellaswag": "quorumbench.benchmarks.hellaswag:HellaSwagBenchmark",
+    "mmlu": "quorumbench.benchmarks.mmlu:MmluBenchmark",
+    "boolq": "quorumbench.benchmarks.boolq:BoolQBenchmark",
+    "piqa": "quorumbench.benchmarks.piqa:PiqaBenchmark",
+    "winogrande": "quorumbench.benchmarks.winogrande:WinograndeBenchmark",
+    "bbq": "quorumbench.benchmarks.bbq:BbqBenchmark",
 }
 
 DEFAULT_PILLARS = {
     "arith": "math",
     "gsm8k": "math",
+    "humaneval": "coding",
+    "mbpp": "coding",
     "truthfulqa-mc1": "reasoning",
     "truthfulqa-mc2": "reasoning",
+    "arc-challenge": "reasoning",
+    "hellaswag": "reasoning",
+    "mmlu": "reasoning",
+    "boolq": "language",
+    "piqa": "language",
+    "winogrande": "language",
+    "bbq": "safety",
 }
 """Each built-in benchmark's pillar (seed 002's assignment); the server's ``pillars``
 setting overrides it, and a custom spec names its own."""

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from quorumbench.backends import BackendStatus
 from quorumbench.backends import registry as backend_registry
-from quorumbench.benchmarks import load_benchmark
+from quorumbench.benchmarks import DEFAULT_PILLARS, load_benchmark
 from quorumbench.benchmarks import registry as benchmark_registry
 from quorumbench.benchmarks.custom import load_custom_benchmark, read_spec
 from quorumbench.cli._console import cell, escape
@@ -22,20 +22,33 @@ from quorumbench.settings import get_settings
 _DESCRIPTIONS = {
     "arith": "generated arithmetic word problems (no data needed)",
     "gsm8k": "GSM8K test, chain-of-thought, exact match on the final number",
+    "humaneval": "HumanEval (164 functions), pass@1: the tests run in a sandbox",
+    "mbpp": "MBPP full test split (500 problems), 3-shot, pass@1 in a sandbox",
     "truthfulqa-mc1": "TruthfulQA, best answer ranked first (log-likelihood)",
     "truthfulqa-mc2": "TruthfulQA, probability mass on true answers",
+    "arc-challenge": "ARC-Challenge test, grade-school science (Hub, acc_norm)",
+    "hellaswag": "HellaSwag validation, sentence completion (Hub, acc_norm)",
+    "mmlu": "MMLU test, 57 subjects, zero-shot letters (Hub)",
+    "boolq": "BoolQ validation, yes/no reading comprehension (Hub)",
+    "piqa": "PIQA validation, physical commonsense (Hub, acc_norm)",
+    "winogrande": "WinoGrande validation, pronoun resolution (Hub, partial scoring)",
+    "bbq": "BBQ, bias in ambiguous and disambiguated contexts (local copy only)",
+    "gen-reasoning": "generated ordering puzzles and syllogisms (no data needed)",
+    "gen-language": "generated grammaticality minimal pairs (no data needed)",
+    "gen-safety": "generated bias and refusal probes (no data needed)",
 }
 
 
 def list_benchmarks(console: Console) -> None:
     table = Table(title="benchmarks", title_justify="left")
-    for column in ("name", "origin", "description"):
+    for column in ("name", "pillar", "origin", "description"):
         table.add_column(column)
     for status in benchmark_registry().status():
         description = Text(_DESCRIPTIONS.get(status.name, ""))
         if status.error:
             description = Text(f"failed to load: {status.error}", style="red")
-        table.add_row(cell(status.name), cell(status.origin), description)
+        pillar = DEFAULT_PILLARS.get(status.name, "")
+        table.add_row(cell(status.name), cell(pillar), cell(status.origin), description)
     console.print(table)
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+import typer
 from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -15,12 +16,16 @@ from quorumbench.backends import BackendOptions, load_backend
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.cli._console import escape
 from quorumbench.cli._output import print_result, write_json
-from quorumbench.errors import ConfigError
-from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.errors import ConfigError, SandboxRequiredError
+from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext
 from quorumbench.evaluation.engine import EvalConfig, evaluate
+from quorumbench.evaluation.execution import CodeExecutor, runs_code
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.evaluation.results import RunResult
 from quorumbench.settings import get_settings
+
+CodeSandbox = Literal["auto", "bwrap", "unshare", "none"]
+"""Where a code benchmark runs its programs (``none``: ``--no-sandbox``)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class EvalArgs:
     concurrency: int
     threads: int | None
     show_samples: bool
+    sandbox: CodeSandbox = "auto"
+    """Where a code benchmark runs generated programs (``none``: ``--no-sandbox``)."""
 
     def __repr__(self) -> str:  # the API key must never reach a log or traceback
         return f"EvalArgs(model={self.model!r}, benchmark={self.benchmark!r}, ...)"
@@ -69,6 +76,39 @@ def _save(path: Path, result: RunResult) -> None:
         raise ConfigError(f"--json {path}: cannot write it: {exc.strerror or exc}") from exc
 
 
+def sandbox_choice(sandbox: str | None, no_sandbox: bool) -> CodeSandbox:
+    """``--sandbox`` and ``--no-sandbox`` as one choice (``auto`` when neither)."""
+    if no_sandbox and sandbox is not None:
+        raise typer.BadParameter("use --sandbox or --no-sandbox, not both", param_hint="--sandbox")
+    if no_sandbox:
+        return "none"
+    if sandbox in (None, "auto"):
+        return "auto"
+    if sandbox in ("bwrap", "unshare"):
+        return sandbox  # type: ignore[return-value]
+    raise typer.BadParameter(
+        f"{sandbox!r}: use auto, bwrap or unshare (or --no-sandbox)", param_hint="--sandbox"
+    )
+
+
+def code_executor(benchmark: Benchmark, kind: CodeSandbox) -> CodeExecutor:
+    """What runs a code benchmark's programs: a fresh sandbox each (``runner/code_exec``),
+    or plain subprocesses with ``--no-sandbox``; refused in one line when no sandbox
+    can be made."""
+    from quorumbench.runner.code_exec import CODE_LIMITS, code_runner
+    from quorumbench.runner.sandbox import protected_paths, resolve_sandbox
+
+    if kind == "none":
+        return code_runner(None)
+    way_out = "pass --no-sandbox to run them without one (only for models you trust)"
+    what = f"the programs {benchmark.name} generates and runs"
+    try:
+        sandbox = resolve_sandbox(kind, CODE_LIMITS, protected_paths(), purpose=(what, way_out))
+    except ConfigError as exc:
+        raise SandboxRequiredError(exc.reason) from exc
+    return code_runner(sandbox)
+
+
 def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     _check_json_target(args.json_path)
     ref = parse_ref(args.model)  # fail fast on a bad ref, before loading anything
@@ -78,6 +118,9 @@ def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     context = BenchmarkContext(datasets_dir, args.shots, args.max_new_tokens)
     with err_console.status(f"Loading benchmark {escape(args.benchmark)}…"):
         benchmark = load_benchmark(args.benchmark, context)
+        if runs_code(benchmark):  # again, with what runs its programs
+            executor = code_executor(benchmark, args.sandbox)
+            benchmark = load_benchmark(args.benchmark, replace(context, executor=executor))
     options = BackendOptions(
         device=args.device,
         dtype=args.dtype,

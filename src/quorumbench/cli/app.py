@@ -184,9 +184,26 @@ def eval_command(
     show_samples: Annotated[
         bool, typer.Option("--show-samples", help="Also print each sample's result.")
     ] = False,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            "--sandbox",
+            help="Where code benchmarks (humaneval, mbpp) run the model's programs: auto "
+            "(bubblewrap, else unshare), bwrap or unshare (default auto).",
+            show_default=False,
+        ),
+    ] = None,
+    no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="Run code benchmarks' generated programs without a sandbox, with your "
+            "network and files (only for models you trust).",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a model on a benchmark and print the score (the main job)."""
-    from quorumbench.cli._eval import EvalArgs, run_eval
+    from quorumbench.cli._eval import EvalArgs, run_eval, sandbox_choice
 
     if prompt_style not in ("auto", "chat", "plain"):
         raise typer.BadParameter("use auto, chat or plain", param_hint="--prompt-style")
@@ -212,6 +229,7 @@ def eval_command(
             concurrency=concurrency,
             threads=threads,
             show_samples=show_samples,
+            sandbox=sandbox_choice(sandbox, no_sandbox),
         ),
         console,
         err_console,

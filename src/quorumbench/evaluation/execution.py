@@ -44,3 +44,9 @@ class CodeExecutor(Protocol):
     def run(self, program: str, *, timeout_s: float) -> Execution:
         """Run ``program`` (Python source) with a fresh private temporary directory."""
         ...
+
+
+def runs_code(benchmark: object) -> bool:
+    """Whether ``benchmark`` scores by running generated code (a code benchmark says so
+    with a class attribute ``runs_code = True``); such a one needs an executor."""
+    return getattr(benchmark, "runs_code", False) is True

@@ -24,6 +24,7 @@ from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext, Sample
 from quorumbench.evaluation.endpoints import check_endpoint
 from quorumbench.evaluation.engine import EvalConfig, evaluate
+from quorumbench.evaluation.execution import CodeExecutor, runs_code
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.evaluation.results import RunResult
 from quorumbench.protocol import Task
@@ -74,6 +75,10 @@ class TaskEvaluator:
     do the test loaders' models. An ``openai:`` endpoint on a loopback, private or
     link-local address is refused (``EndpointNotAllowedError``, the model's fault)
     unless ``allow_private_endpoints``.
+
+    Code benchmarks (HumanEval, MBPP) run each generated program with ``executor``
+    (``runner/code_exec.py``: a fresh sandbox per program); without one their tasks
+    are refused before anything is generated (a :class:`RunnerSetupError`).
     """
 
     def __init__(
@@ -87,8 +92,9 @@ class TaskEvaluator:
         benchmark_loader: BenchmarkLoader = _load_benchmark,
         sandbox: Sandbox | None = None,
         allow_private_endpoints: bool = False,
+        executor: CodeExecutor | None = None,
     ) -> None:
-        self.context = BenchmarkContext(datasets_dir)
+        self.context = BenchmarkContext(datasets_dir, executor=executor)
         self.allow_private_endpoints = allow_private_endpoints
         self.options = options or BackendOptions()
         self.batch_size = batch_size
@@ -145,6 +151,10 @@ class TaskEvaluator:
         name, version, n = spec.name, spec.version, task.n_samples
         wanted = task.sample_ids
         bench = self.benchmark(name)
+        if runs_code(bench) and self.context.executor is None:
+            raise RunnerSetupError(
+                f"{name} runs the model's code, and this runner has no executor for it"
+            )
         wanted_version = (version, spec.prompt_version)
         if (bench.version, bench.prompt_version) != wanted_version:
             fix = (

@@ -2,7 +2,8 @@
 
 A **setup** error is this machine's: the benchmark data is missing or is not the
 pinned version, an optional package is not installed, this quorumbench is out of date
-for the task's benchmark, the sandbox cannot start. It would happen again on every
+for the task's benchmark, the sandbox cannot start (for the model, or for the code a
+code benchmark runs: ``CodeExecutorError``). It would happen again on every
 task of that benchmark, so the runner gives the lease back (no failure is recorded:
 the task is fine, and another runner takes it) and stops with one line saying what to
 fix here.
@@ -31,6 +32,7 @@ from typing import Literal
 from quorumbench.errors import (
     AuthenticationError,
     ChecksumMismatchError,
+    CodeExecutorError,
     ConfigError,
     DataError,
     DataNotFoundError,
@@ -53,6 +55,7 @@ class RunnerSetupError(ConfigError):
 
 _SETUP = (
     RunnerSetupError,
+    CodeExecutorError,
     MissingDependencyError,
     DataNotFoundError,
     ChecksumMismatchError,

@@ -18,7 +18,8 @@ Model code runs in a sandboxed worker process (``runner/sandbox.py``,
 ``runner/worker.py``) unless the runner was started with ``--no-sandbox``. A task
 has ``task_time_limit_s`` from its start; past it, or when the worker dies (a
 memory or process limit, a crash), the sandbox is killed and the task is
-``failed``.
+``failed``. A code benchmark's generated programs run in a fresh sandbox each
+(``runner/code_exec.py``), or, with ``--no-sandbox``, in plain subprocesses.
 
 The result payload is built once per task and submitted once; the client's retries
 resend the same bytes, which the server recognizes as a duplicate.
@@ -56,6 +57,7 @@ from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.results import RunResult
 from quorumbench.protocol import Hardware, Receipt, ResultPayload
 from quorumbench.runner.client import Identity, Lease, ServerClient
+from quorumbench.runner.code_exec import code_runner
 from quorumbench.runner.evaluator import Prepared, TaskEvaluator
 from quorumbench.runner.faults import (
     RunnerSetupError,
@@ -491,6 +493,7 @@ def build_runner(
         max_models=settings.max_loaded_models,
         sandbox=sandbox,
         allow_private_endpoints=settings.allow_private_endpoints,
+        executor=code_runner(sandbox),
     )
     runner = Runner(
         client,

@@ -126,6 +126,24 @@ def _python_paths() -> list[Path]:
     return paths
 
 
+def base_python() -> Path:
+    """This Python's own interpreter, outside any virtual environment: generated code
+    runs on it with the standard library only (no site-packages of the runner's
+    environment, where a bundled model may lie)."""
+    return Path(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def _interpreter_paths() -> list[Path]:
+    """The base interpreter and its standard library, nothing of the environment."""
+    python = base_python()
+    return [
+        Path(sys.base_prefix),
+        Path(sys.base_exec_prefix),
+        python,
+        Path(os.path.realpath(python)),
+    ]
+
+
 def protected_paths(extra: tuple[Path, ...] = ()) -> tuple[Path, ...]:
     """Paths a sandbox must never see: secrets under ``$HOME``, the runner's key file,
     the ``.env`` beside it and ``$XDG_CONFIG_HOME``."""
@@ -152,9 +170,12 @@ def layout(
     writable: tuple[Path, ...] = (),
     device: str = "cpu",
     protected: tuple[Path, ...] = (),
+    interpreter_only: bool = False,
 ) -> Layout:
     """The binds for a worker that loads ``model_paths``; refuses any that would show a
-    protected path (a home directory, a key, ``.ssh``)."""
+    protected path (a home directory, a key, ``.ssh``). ``interpreter_only``: the base
+    interpreter and its standard library instead of this environment's import path
+    (for generated code, ``runner/code_exec.py``)."""
     symlinks: list[tuple[str, str]] = []
     wanted: list[Path] = []
     for name in SYSTEM_DIRS:
@@ -164,7 +185,7 @@ def layout(
         elif path.is_dir():
             wanted.append(path)
     wanted += [Path("/etc") / name for name in ETC_FILES if (Path("/etc") / name).exists()]
-    wanted += _python_paths()
+    wanted += _interpreter_paths() if interpreter_only else _python_paths()
     for path in model_paths:
         absolute = Path(os.path.abspath(path))
         _check_exposure(absolute, protected)
@@ -311,11 +332,23 @@ def _try(tool: Tool, limits: Limits, protected: tuple[Path, ...]) -> Sandbox | s
     return sandbox if why is None else f"{tool} cannot make a sandbox here ({why})"
 
 
+MODEL_CODE = (
+    "model code",
+    "pass --no-sandbox to run models in the runner's own process (only for models you trust)",
+)
+"""What a sandbox is for, and the way out when none can be made (the runner's)."""
+
+
 def resolve_sandbox(
-    kind: SandboxKind, limits: Limits, protected: tuple[Path, ...] = ()
+    kind: SandboxKind,
+    limits: Limits,
+    protected: tuple[Path, ...] = (),
+    *,
+    purpose: tuple[str, str] = MODEL_CODE,
 ) -> Sandbox | None:
     """The sandbox ``kind`` asks for (``None`` for "none"); a :class:`ConfigError`
-    with one clear line when it cannot be made."""
+    with one clear line when it cannot be made. ``purpose``: what it is for and the
+    way out, for that line."""
     if kind == "none":
         log.warning(
             "NO SANDBOX (--no-sandbox): model code runs in the runner's own process, with "
@@ -335,8 +368,8 @@ def resolve_sandbox(
                 )
             return found
         reasons.append(found)
+    what, way_out = purpose
     raise ConfigError(
-        f"no sandbox for model code: {'; '.join(reasons)}. Install bubblewrap "
-        "(e.g. `apt-get install bubblewrap`), or pass --no-sandbox to run models in the "
-        "runner's own process (only for models you trust)"
+        f"no sandbox for {what}: {'; '.join(reasons)}. Install bubblewrap "
+        f"(e.g. `apt-get install bubblewrap`), or {way_out}"
     )

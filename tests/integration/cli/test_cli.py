@@ -26,7 +26,7 @@ def run(*args, env=None):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["eval", "-b", "nope"], "error: unknown benchmark 'nope'; known: arith, gsm8k"),
+        (["eval", "-b", "nope"], "error: unknown benchmark 'nope'; known: arc-challenge, arith"),
         (["eval", "-m", "hf:org/model"], "a Hub ref must be pinned to a 40-hex commit"),
         (["eval", "-m", "gpt4"], "expected one of hf:, gguf:, openai:, bundled:"),
         (
