@@ -57,7 +57,17 @@ def test_a_misspelt_filter_is_refused_not_ignored(api, people):
         (
             "/v0/leaderboard?benchmark=arith&sort_by=score",
             ["sort_by"],
-            ["benchmark", "sort", "order", "min_samples", "q", "limit", "offset", "format", "unranked"],
+            [
+                "benchmark",
+                "sort",
+                "order",
+                "min_samples",
+                "q",
+                "limit",
+                "offset",
+                "format",
+                "unranked",
+            ],
         ),
         ("/v0/log/entries?start=0&count=5", ["count"], ["start", "limit"]),
         ("/v0/log/head?sise=1", ["sise"], ["size"]),
