@@ -121,7 +121,13 @@ def _cached(path: Path, sha256: str) -> bytes | None:
     return None
 
 
-def _store(cache_dir: Path, path: Path, data: bytes) -> None:
+def _cache_path(cache_dir: Path, sha256: str) -> Path:
+    return cache_dir / f"{sha256}.data"
+
+
+def keep_in_cache(cache_dir: Path, sha256: str, data: bytes) -> None:
+    """Write verified ``data`` to ``cache_dir`` under its SHA-256 (atomically)."""
+    path = _cache_path(cache_dir, sha256)
     cache_dir.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=cache_dir, prefix=".part-")
     try:
@@ -140,9 +146,8 @@ def fetch_verified(
     ``sha256``: from ``cache_dir`` when it holds them, else fetched (see the module
     docstring) and kept there. Raises DataUrlNotAllowedError, DataUnreachableError,
     DataTooLargeError or ChecksumMismatchError."""
-    path = cache_dir / f"{sha256}.data" if cache_dir is not None else None
-    if path is not None:
-        found = _cached(path, sha256)
+    if cache_dir is not None:
+        found = _cached(_cache_path(cache_dir, sha256), sha256)
         if found is not None:
             return found
     data = _download(download_url(url), policy)
@@ -151,6 +156,6 @@ def fetch_verified(
         raise ChecksumMismatchError(
             f"{url}: the data has SHA-256 {actual}, the spec pins {sha256}"
         )
-    if path is not None and cache_dir is not None:
-        _store(cache_dir, path, data)
+    if cache_dir is not None:
+        keep_in_cache(cache_dir, sha256, data)
     return data

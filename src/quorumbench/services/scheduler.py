@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.leaderboard import overlapping
@@ -73,7 +74,7 @@ def ensure_epoch(ctx: ServerContext, when: datetime) -> Epoch:
 def tiers_for(ctx: ServerContext, bench: Benchmark) -> tuple[int, ...]:
     """The depths a task of ``bench`` may have: its shallow ``samples_per_task``, then
     ``QB_DEPTH_TIERS``, none larger than the benchmark (a small custom spec)."""
-    size = len(loaded(ctx, bench.name).sample_ids())
+    size = len(loaded(ctx, bench.name, bench.version).sample_ids())
     deeper = [min(d, size) for d in ctx.settings.depth_tiers if d > bench.samples_per_task]
     return tuple(dict.fromkeys([bench.samples_per_task, *deeper]))
 
@@ -206,6 +207,15 @@ SCHEDULED = (Model.active, Model.paused_at.is_(None), Model.retired_at.is_(None)
 not retired."""
 
 
+def scheduled_in(epoch_id: int) -> tuple[ColumnElement[bool], ...]:
+    """The benchmarks an epoch schedules: active ones, from their first epoch on (one
+    created through the API starts with the epoch after its creation)."""
+    return (
+        Benchmark.active.is_(True),
+        or_(Benchmark.first_epoch.is_(None), Benchmark.first_epoch <= epoch_id),
+    )
+
+
 def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:
     """What the epoch has, when it may still lack a (model, benchmark) task within its
     budgets (None when it cannot: every pair has its task, or a budget is spent).
@@ -226,14 +236,14 @@ def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:
             return None
         models = session.scalar(select(func.count()).select_from(Model).where(*SCHEDULED))
         benchmarks = session.scalar(
-            select(func.count()).select_from(Benchmark).where(Benchmark.active)
+            select(func.count()).select_from(Benchmark).where(*scheduled_in(epoch_id))
         )
         covered = session.scalar(
             select(func.count())
             .select_from(Task)
             .join(Model, Model.id == Task.model_id)
             .join(Benchmark, Benchmark.id == Task.benchmark_id)
-            .where(Task.epoch_id == epoch_id, Benchmark.active, *SCHEDULED)
+            .where(Task.epoch_id == epoch_id, *scheduled_in(epoch_id), *SCHEDULED)
         )
     if (covered or 0) >= (models or 0) * (benchmarks or 0):
         return None
@@ -249,7 +259,9 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
     created: list[int] = []
     with ctx.db.write() as session:
         models = list(session.scalars(select(Model.id).where(*SCHEDULED).order_by(Model.id)))
-        benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.active))}
+        benchmarks = {
+            b.id: b for b in session.scalars(select(Benchmark).where(*scheduled_in(epoch.id)))
+        }
         tiers = {b.id: tiers_for(ctx, b) for b in sorted(benchmarks.values(), key=lambda b: b.id)}
         have = {
             (row.model_id, row.benchmark_id): row.n_samples
@@ -280,7 +292,7 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                     bench.version,
                     epoch.seed,
                     pair.depth,
-                    loaded(ctx, bench.name).sample_ids(),
+                    loaded(ctx, bench.name, bench.version).sample_ids(),
                 )
             new_id = session.execute(
                 ctx.db.insert(Task)
