@@ -221,7 +221,7 @@ class OwnedModelOut(BaseModel):
     url: str = Field(description="Its page.")
 
 
-TokenScope = Literal["task:pull", "task:submit", "model:register", "admin"]
+TokenScope = Literal["task:pull", "task:submit", "model:register", "benchmark:create", "admin"]
 
 
 class TokenIn(BaseModel):
