@@ -107,9 +107,7 @@ def _check_rows(spec: BenchmarkSpec, rows: list[dict[str, Any]], path: Path | st
     return [f"{i:0{width}d}" for i in range(len(rows))]
 
 
-def _gold_index(
-    spec: BenchmarkSpec, row: Mapping[str, Any], number: int, path: Path | str
-) -> int:
+def _gold_index(spec: BenchmarkSpec, row: Mapping[str, Any], number: int, path: Path | str) -> int:
     choices = row[spec.choices_field or ""]
     if (
         not isinstance(choices, list)

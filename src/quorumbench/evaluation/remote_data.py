@@ -153,9 +153,7 @@ def fetch_verified(
     data = _download(download_url(url), policy)
     actual = hashlib.sha256(data).hexdigest()
     if actual != sha256:
-        raise ChecksumMismatchError(
-            f"{url}: the data has SHA-256 {actual}, the spec pins {sha256}"
-        )
+        raise ChecksumMismatchError(f"{url}: the data has SHA-256 {actual}, the spec pins {sha256}")
     if cache_dir is not None:
         keep_in_cache(cache_dir, sha256, data)
     return data

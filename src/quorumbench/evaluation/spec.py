@@ -59,9 +59,7 @@ def download_url(url: str) -> str:
     hub = _HUB_URL.match(url)
     if hub is None:
         return url
-    return (
-        f"https://huggingface.co/datasets/{hub['repo']}/resolve/{hub['revision']}/{hub['path']}"
-    )
+    return f"https://huggingface.co/datasets/{hub['repo']}/resolve/{hub['revision']}/{hub['path']}"
 
 
 def _url_problem(url: str) -> str | None:
@@ -75,8 +73,7 @@ def _url_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         return (
-            "data.url must be an https:// URL with a host, "
-            "or hf://datasets/<repo>@<commit>/<path>"
+            "data.url must be an https:// URL with a host, or hf://datasets/<repo>@<commit>/<path>"
         )
     if parts.username or parts.password:
         return "data.url must not carry a user name or password"

@@ -491,6 +491,8 @@ def build_runner(
         max_models=settings.max_loaded_models,
         sandbox=sandbox,
         allow_private_endpoints=settings.allow_private_endpoints,
+        allow_private_data_urls=settings.allow_private_data_urls,
+        data_cache_dir=settings.cache_dir / "benchmark-data" if settings.cache_dir else None,
     )
     runner = Runner(
         client,

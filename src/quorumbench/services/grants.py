@@ -70,9 +70,7 @@ def agreeing_evaluations(session: Session, account_id: int) -> int:
 def _latest(session: Session, account_id: int) -> AccountGrant | None:
     return session.scalars(
         select(AccountGrant)
-        .where(
-            AccountGrant.account_id == account_id, AccountGrant.permission == BENCHMARK_CREATE
-        )
+        .where(AccountGrant.account_id == account_id, AccountGrant.permission == BENCHMARK_CREATE)
         .order_by(AccountGrant.id.desc())
         .limit(1)
     ).first()

@@ -25,8 +25,13 @@ from .conftest import _settings, fake_metadata, hub_ref
 from .test_api import assert_problem, auth, pull, register, submit
 
 ROWS = [
-    {"id": f"q{i}", "question": f"{i} + {i} = ?", "choices": [str(2 * i), str(2 * i + 1)],
-     "answer": 0, "topic": "math"}
+    {
+        "id": f"q{i}",
+        "question": f"{i} + {i} = ?",
+        "choices": [str(2 * i), str(2 * i + 1)],
+        "answer": 0,
+        "topic": "math",
+    }
     for i in range(6)
 ]
 DATA = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
@@ -37,7 +42,7 @@ EPOCH_S = 3600
 class _Files(http.server.BaseHTTPRequestHandler):
     files: dict[str, bytes] = {}
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         if self.path.startswith("/redirect/"):
             self.send_response(302)
             self.send_header("Location", "/" + self.path.removeprefix("/redirect/"))
@@ -53,7 +58,7 @@ class _Files(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -134,9 +139,7 @@ def _count(ctx, model: Any = Benchmark) -> int:
 
 def _tasks_of(ctx, name: str) -> list[Task]:
     with ctx.db.read() as session:
-        return list(
-            session.scalars(select(Task).join(Benchmark).where(Benchmark.name == name))
-        )
+        return list(session.scalars(select(Task).join(Benchmark).where(Benchmark.name == name)))
 
 
 def test_a_benchmark_is_created_scheduled_from_the_next_epoch_and_survives_restarts(
@@ -171,16 +174,21 @@ def test_a_benchmark_is_created_scheduled_from_the_next_epoch_and_survives_resta
             for lease in leases
             if lease["task"]["benchmark"]["name"] == "tiny-sums"
         ]
-        assert sent["spec"]["data"] == {"url": f"{files}/data.jsonl", "sha256": SHA,
-                                        "id_field": "id", "path": None}
+        assert sent["spec"]["data"] == {
+            "url": f"{files}/data.jsonl",
+            "sha256": SHA,
+            "id_field": "id",
+            "path": None,
+        }
         assert "spec" not in client.get("/v0/benchmarks/arith").json() or (
             client.get("/v0/benchmarks/arith").json()["spec"] is None
         )
     # a restart registers the settings' benchmarks and leaves this one active; its data
     # is fetched again when the cache lost it
     (data_cache_dir(ctx.settings) / f"{SHA}.data").unlink()
-    again = build_context(_settings(db_url, tmp_path, allow_private_data_urls=True,
-                                    epoch_seconds=EPOCH_S))
+    again = build_context(
+        _settings(db_url, tmp_path, allow_private_data_urls=True, epoch_seconds=EPOCH_S)
+    )
     try:
         ensure_benchmarks(again, ["arith"])
         with again.db.read() as session:
@@ -198,15 +206,19 @@ def test_owner_or_admin_retires_and_others_cannot(world, files):
         _grant(client, tokens, "maker")
         _grant(client, tokens, "r1")
         maker, other = _creator_token(client, tokens, "maker"), _creator_token(client, tokens, "r1")
-        assert client.post(
-            "/v0/benchmarks", json=spec(f"{files}/data.jsonl"), headers=auth(maker)
-        ).status_code == 201
+        assert (
+            client.post(
+                "/v0/benchmarks", json=spec(f"{files}/data.jsonl"), headers=auth(maker)
+            ).status_code
+            == 201
+        )
         assert_problem(
             client.post("/v0/benchmarks/tiny-sums/retire", headers=auth(other)), 404, "not-found"
         )
         assert_problem(  # another account's name
-            client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl", version=2),
-                        headers=auth(other)),
+            client.post(
+                "/v0/benchmarks", json=spec(f"{files}/data.jsonl", version=2), headers=auth(other)
+            ),
             409,
             "duplicate-benchmark",
             "another account",
@@ -229,12 +241,16 @@ def test_a_new_version_replaces_the_old_in_the_schedule(world, files):
         _grant(client, tokens, "maker")
         token = _creator_token(client, tokens, "maker")
         for version in (1, 2):
-            made = client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl", version=version),
-                               headers=auth(token))
+            made = client.post(
+                "/v0/benchmarks",
+                json=spec(f"{files}/data.jsonl", version=version),
+                headers=auth(token),
+            )
             assert made.status_code == 201, made.text
         assert_problem(
-            client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl", version=1),
-                        headers=auth(token)),
+            client.post(
+                "/v0/benchmarks", json=spec(f"{files}/data.jsonl", version=1), headers=auth(token)
+            ),
             409,
             "duplicate-benchmark",
         )
@@ -245,16 +261,36 @@ def test_a_new_version_replaces_the_old_in_the_schedule(world, files):
 
 
 BAD = [
-    ("code", lambda u: spec(f"{u}/data.jsonl", scorer="!function utils.score"), 422, "invalid-spec", "scorer"),
+    (
+        "code",
+        lambda u: spec(f"{u}/data.jsonl", scorer="!function utils.score"),
+        422,
+        "invalid-spec",
+        "scorer",
+    ),
     (
         "template code",
-        lambda u: spec(f"{u}/data.jsonl", prompt={"version": 1, "template": "{question.__class__}"}),
+        lambda u: spec(
+            f"{u}/data.jsonl", prompt={"version": 1, "template": "{question.__class__}"}
+        ),
         422,
         "invalid-spec",
         "not a plain field name",
     ),
-    ("unknown pillar", lambda u: spec(f"{u}/data.jsonl", pillar="vibes"), 422, "invalid-spec", "pillar 'vibes'"),
-    ("no pillar", lambda u: spec(f"{u}/data.jsonl", pillar=None), 422, "invalid-spec", "names its pillar"),
+    (
+        "unknown pillar",
+        lambda u: spec(f"{u}/data.jsonl", pillar="vibes"),
+        422,
+        "invalid-spec",
+        "pillar 'vibes'",
+    ),
+    (
+        "no pillar",
+        lambda u: spec(f"{u}/data.jsonl", pillar=None),
+        422,
+        "invalid-spec",
+        "names its pillar",
+    ),
     (
         "unknown label",
         lambda u: spec(f"{u}/data.jsonl", labels={"skill": "geography", "subject": "science"}),
@@ -286,13 +322,19 @@ BAD = [
     ("unreachable", lambda u: spec(f"{u}/missing.jsonl"), 422, "data-unreachable", "HTTP 404"),
     ("too large", lambda u: spec(f"{u}/big.jsonl"), 422, "data-too-large", "limit"),
     ("no server", lambda u: spec("http://127.0.0.1:9/d.jsonl"), 422, "data-unreachable", ""),
-    ("built-in name", lambda u: spec(f"{u}/data.jsonl", name="arith"), 409,
-     "duplicate-benchmark", "server's own"),
+    (
+        "built-in name",
+        lambda u: spec(f"{u}/data.jsonl", name="arith"),
+        409,
+        "duplicate-benchmark",
+        "server's own",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("make_spec", "status", "code", "text"),
-                         [pytest.param(*case[1:], id=case[0]) for case in BAD])
+@pytest.mark.parametrize(
+    ("make_spec", "status", "code", "text"), [pytest.param(*case[1:], id=case[0]) for case in BAD]
+)
 def test_bad_input_is_a_clear_problem_and_stores_nothing(
     world, files, make_spec, status, code, text
 ):
@@ -361,9 +403,7 @@ def _agree_once(client: TestClient, tokens: dict[str, str], n: int) -> None:
         assert submit(client, tokens, who, leases[who], 0.5).status_code == 201
 
 
-def test_benchmark_create_comes_after_agreeing_evaluations_and_admins_can_revoke(
-    world, files
-):
+def test_benchmark_create_comes_after_agreeing_evaluations_and_admins_can_revoke(world, files):
     ctx, client, tokens = world(benchmark_create_after=1)
     with client:
         refused = client.post(
@@ -372,14 +412,16 @@ def test_benchmark_create_comes_after_agreeing_evaluations_and_admins_can_revoke
         assert_problem(refused, 403, "forbidden", "benchmark:create")
         # a token with the scope, but an account without the permission (an operator's)
         scoped = issue_token(ctx, "r1", scopes=("benchmark:create",), name="early").token
-        answer = client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl"),
-                             headers=auth(scoped))
+        answer = client.post(
+            "/v0/benchmarks", json=spec(f"{files}/data.jsonl"), headers=auth(scoped)
+        )
         assert_problem(answer, 403, "forbidden", "1 accepted evaluations")
         assert _count(ctx) == 1
         # a token without the scope is refused before anything else
         assert_problem(
-            client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl"),
-                        headers=auth(tokens["r1"])),
+            client.post(
+                "/v0/benchmarks", json=spec(f"{files}/data.jsonl"), headers=auth(tokens["r1"])
+            ),
             403,
             "forbidden",
             "benchmark:create",
@@ -389,13 +431,18 @@ def test_benchmark_create_comes_after_agreeing_evaluations_and_admins_can_revoke
         grant = account["benchmark_create"]
         assert grant["held"] and grant["action"] == "grant" and grant["by"] is None
         assert "automatic" in grant["reason"] and grant["agreeing_evaluations"] == 1
-        assert client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl"),
-                           headers=auth(scoped)).status_code == 201
+        assert (
+            client.post(
+                "/v0/benchmarks", json=spec(f"{files}/data.jsonl"), headers=auth(scoped)
+            ).status_code
+            == 201
+        )
         # an admin's revocation is recorded, shown, and stands
         revoked = _grant(client, tokens, "r1", "revoke")
         assert revoked["held"] is False and revoked["by"] == "admin"
-        answer = client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl", version=2),
-                             headers=auth(scoped))
+        answer = client.post(
+            "/v0/benchmarks", json=spec(f"{files}/data.jsonl", version=2), headers=auth(scoped)
+        )
         assert_problem(answer, 403, "forbidden", "revoked")
         shown = client.get("/v0/me/account", headers=auth(tokens["r1"])).json()
         assert shown["benchmark_create"]["action"] == "revoke"
@@ -405,8 +452,9 @@ def test_benchmark_create_comes_after_agreeing_evaluations_and_admins_can_revoke
         assert actions == ["grant", "revoke", "grant"]
         # only an admin grants
         assert_problem(
-            client.post("/v0/accounts/r2/grants", json={"action": "grant"},
-                        headers=auth(tokens["r1"])),
+            client.post(
+                "/v0/accounts/r2/grants", json={"action": "grant"}, headers=auth(tokens["r1"])
+            ),
             403,
             "forbidden",
             "admin",
