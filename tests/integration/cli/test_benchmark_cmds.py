@@ -17,7 +17,7 @@ from .test_model_cmds import World, flat, make_world  # noqa: F401 (a fixture)
 
 
 @pytest.fixture
-def world(make_world) -> Iterator[World]:
+def world(make_world) -> Iterator[World]:  # noqa: F811
     made: World = make_world(allow_private_data_urls=True)
     yield made
 
