@@ -13,6 +13,7 @@ is ignored.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,10 +36,13 @@ from quorumbench.core.scheduling import (
 )
 from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
 from quorumbench.errors import QuorumError
+from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.canaries import publish_overdue_canaries
 from quorumbench.services.context import ServerContext
+
+log = logging.getLogger("quorumbench.scheduler")
 
 
 def epoch_index(ctx: ServerContext, when: datetime) -> int:
@@ -250,6 +254,27 @@ def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:
     return (epoch_id, int(have), int(samples), models or 0, benchmarks or 0, covered or 0)
 
 
+def _loadable_tiers(
+    ctx: ServerContext, benchmarks: dict[int, Benchmark]
+) -> dict[int, tuple[int, ...]]:
+    """Each benchmark's tiers; one whose data cannot be loaded now (a benchmark created
+    through the API whose URL is down and whose cached copy is gone) is left out of
+    this plan, logged, rather than stopping every other benchmark's tasks."""
+    tiers: dict[int, tuple[int, ...]] = {}
+    for bench in sorted(benchmarks.values(), key=lambda b: b.id):
+        try:
+            tiers[bench.id] = tiers_for(ctx, bench)
+        except QuorumError as exc:
+            event(
+                log,
+                "benchmark.unavailable",
+                level=logging.WARNING,
+                benchmark=bench.name,
+                reason=str(exc)[:300],
+            )
+    return tiers
+
+
 def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
     """Create this epoch's missing tasks within its budget (idempotent: several replicas
     may run it at once; a pair another one created first is skipped); how many this
@@ -262,7 +287,8 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
         benchmarks = {
             b.id: b for b in session.scalars(select(Benchmark).where(*scheduled_in(epoch.id)))
         }
-        tiers = {b.id: tiers_for(ctx, b) for b in sorted(benchmarks.values(), key=lambda b: b.id)}
+        tiers = _loadable_tiers(ctx, benchmarks)
+        benchmarks = {i: b for i, b in benchmarks.items() if i in tiers}
         have = {
             (row.model_id, row.benchmark_id): row.n_samples
             for row in session.execute(

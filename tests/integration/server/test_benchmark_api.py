@@ -475,3 +475,25 @@ def test_the_account_page_shows_the_grant(world, files):
         view = account_view(ctx, Principal(maker.id, "maker", False, frozenset({"model:register"})))
         assert view.benchmark_create.held and view.benchmark_create.by == "admin"
         assert "benchmark:create" in view.grantable
+
+
+def test_a_benchmark_whose_data_is_gone_does_not_stop_the_others(world, files, clock):
+    ctx, client, tokens = world()
+    with client:
+        assert register(client, tokens, hub_ref(1)).status_code == 201
+        _grant(client, tokens, "maker")
+        token = _creator_token(client, tokens, "maker")
+        made = client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl"), headers=auth(token))
+        assert made.status_code == 201
+    # the data left its URL and this process's cache: the next epoch still gets arith
+    _Files.files = {k: v for k, v in _Files.files.items() if k != "/data.jsonl"}
+    try:
+        (data_cache_dir(ctx.settings) / f"{SHA}.data").unlink()
+        ctx.loaded_benchmarks.pop("tiny-sums")
+        clock.advance(EPOCH_S)
+        tick(ctx)
+        assert _tasks_of(ctx, "tiny-sums") == []
+        epoch = made.json()["first_epoch"]
+        assert any(t.epoch_id == epoch for t in _tasks_of(ctx, "arith"))
+    finally:
+        _Files.files["/data.jsonl"] = DATA
