@@ -383,8 +383,8 @@ def token_issue_command(
         list[str] | None,
         typer.Option(
             "--scope",
-            help="task:pull, task:submit, model:register or admin (repeat; default: all "
-            "but admin).",
+            help="task:pull, task:submit, model:register, benchmark:create or admin "
+            "(repeat; default: the first three).",
         ),
     ] = None,
     name: Annotated[str, typer.Option("--name", help="A label for the token.")] = "default",

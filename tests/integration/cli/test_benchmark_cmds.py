@@ -40,6 +40,10 @@ def test_create_show_retire_from_the_cli(make_world, files, tmp_path):  # noqa: 
     assert granted.exit_code == 0, granted.output
     assert "owner holds benchmark:create (maintainer)" in flat(granted.stdout)
 
+    shown = world.cli("account", "show")
+    assert shown.exit_code == 0, shown.output
+    assert "by the admin admin: maintainer" in flat(shown.stdout)
+
     made = world.cli("benchmark", "create", str(path), who="maker")
     assert made.exit_code == 0, made.output
     out = flat(made.stdout)
