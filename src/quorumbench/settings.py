@@ -256,8 +256,9 @@ class ServerSettings(BaseSettings):
     )
     submission_rate_limit: str = Field(
         "30/minute",
-        description="Validations and registrations per account (limits syntax, "
-        "';'-separated; each reads the Hub; empty: no limit; admin requests exempt).",
+        description="Validations, registrations and benchmark creations per account "
+        "(limits syntax, ';'-separated; each reads the Hub or a URL; empty: no limit; "
+        "admin requests exempt).",
     )
     outlier_limit: int = Field(
         5, ge=1, description="Outlier results after which a runner stops counting."

@@ -10,6 +10,7 @@ from quorumbench.api.deps import Context, Writer
 from quorumbench.api.schemas import CreatedBenchmarkOut
 from quorumbench.protocol import BENCHMARK_NAME_PATTERN
 from quorumbench.services import created_benchmarks
+from quorumbench.services.ratelimit import count_submission
 
 router = APIRouter(prefix="/v0/benchmarks", tags=["benchmarks"])
 BenchmarkName = Annotated[str, Path(pattern=BENCHMARK_NAME_PATTERN, max_length=64)]
@@ -45,6 +46,7 @@ def create(
     and hash (not the data) and schedules it for the active models from the next epoch.
     Every refusal is a 4xx problem and stores nothing."""
     principal.require("benchmark:create")
+    count_submission(ctx, principal)  # each creation fetches a URL, as a submission reads the Hub
     info = created_benchmarks.create_benchmark(ctx, principal, spec)
     return CreatedBenchmarkOut.model_validate(info)
 
