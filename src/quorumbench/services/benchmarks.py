@@ -110,16 +110,21 @@ def ensure_benchmarks(ctx: ServerContext, names: list[str]) -> list[BenchmarkRow
         current = set()
         for name in names:
             bench = loaded(ctx, name)
+            taken = session.scalars(
+                select(BenchmarkRow.id).where(
+                    BenchmarkRow.name == bench.name, BenchmarkRow.spec.is_not(None)
+                )
+            ).first()
+            if taken is not None:
+                raise ConfigError(
+                    f"the benchmarks setting names {bench.name!r}, which an account created "
+                    "through the API: rename the one in the settings"
+                )
             row = session.scalars(
                 select(BenchmarkRow).where(
                     BenchmarkRow.name == bench.name, BenchmarkRow.version == bench.version
                 )
             ).first()
-            if row is not None and row.spec is not None:
-                raise ConfigError(
-                    f"the benchmarks setting names {bench.name!r} v{bench.version}, which an "
-                    "account created through the API: rename the one in the settings"
-                )
             if row is None:
                 row = BenchmarkRow(
                     name=bench.name,

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 
 from quorumbench.api.app import create_app
 from quorumbench.db.models import AccountGrant, Benchmark, Task
+from quorumbench.errors import ConfigError
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.benchmarks import data_cache_dir, ensure_benchmarks, loaded
 from quorumbench.services.scheduler import tick
@@ -497,3 +498,18 @@ def test_a_benchmark_whose_data_is_gone_does_not_stop_the_others(world, files, c
         assert any(t.epoch_id == epoch for t in _tasks_of(ctx, "arith"))
     finally:
         _Files.files["/data.jsonl"] = DATA
+
+
+def test_settings_may_not_take_the_name_of_a_created_benchmark(world, files, tmp_path):
+    ctx, client, tokens = world()
+    with client:
+        _grant(client, tokens, "maker")
+        token = _creator_token(client, tokens, "maker")
+        made = client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl"), headers=auth(token))
+        assert made.status_code == 201
+    local = spec("https://example.org/data.jsonl", version=7)
+    local["data"] = {"path": "data.jsonl", "sha256": SHA, "id_field": "id"}
+    (tmp_path / "data.jsonl").write_bytes(DATA)
+    (tmp_path / "same.json").write_text(json.dumps(local))
+    with pytest.raises(ConfigError, match="created through the API"):
+        ensure_benchmarks(ctx, ["arith", str(tmp_path / "same.json")])
