@@ -92,12 +92,17 @@ def _status(session: Session, row: AccountGrant | None, agreeing: int, needed: i
 
 
 def grant_status(ctx: ServerContext, account_id: int) -> GrantStatus:
-    """The account's standing, recording the automatic grant if it has just earned it."""
+    """The account's standing, recording the automatic grant if it has just earned it
+    (a read; a write only then)."""
     needed = ctx.settings.benchmark_create_after
-    with ctx.db.write() as session:
+    with ctx.db.read() as session:
         agreeing = agreeing_evaluations(session, account_id)
         row = _latest(session, account_id)
-        if row is None and needed > 0 and agreeing >= needed:
+        if row is not None or needed == 0 or agreeing < needed:
+            return _status(session, row, agreeing, needed)
+    with ctx.db.write() as session:
+        row = _latest(session, account_id)  # another request may have recorded it
+        if row is None:
             row = AccountGrant(
                 account_id=account_id,
                 permission=BENCHMARK_CREATE,
