@@ -380,9 +380,10 @@ def test_private_urls_are_refused_without_the_operator_setting(world, files, url
         assert _count(ctx) == 1  # arith only
 
 
-def test_a_redirect_to_a_private_host_is_refused(world, files):
-    """The data server is allowed only through the setting; without it even the first
-    hop is refused, and with it a redirect is followed (and checked) hop by hop."""
+def test_a_redirect_is_followed_hop_by_hop(world, files):
+    """With private URLs allowed (the data server is on 127.0.0.1) a redirect is
+    followed, one checked hop at a time; a redirect to a private host without the
+    setting is refused (tests/unit/evaluation/test_remote_data.py)."""
     ctx, client, tokens = world()
     with client:
         _grant(client, tokens, "maker")
