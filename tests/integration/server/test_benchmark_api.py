@@ -14,9 +14,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from quorumbench import protocol
 from quorumbench.api.app import create_app
+from quorumbench.backends.mock import MockBackend
 from quorumbench.db.models import AccountGrant, Benchmark, Task
 from quorumbench.errors import ConfigError
+from quorumbench.evaluation.engine import evaluate
+from quorumbench.runner.evaluator import TaskEvaluator
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.benchmarks import data_cache_dir, ensure_benchmarks, loaded
 from quorumbench.services.scheduler import tick
@@ -170,20 +174,32 @@ def test_a_benchmark_is_created_scheduled_from_the_next_epoch_and_survives_resta
         assert task.epoch_id == body["first_epoch"] and task.n_samples == 4
         # a runner gets the spec with the task, and fetches the data by its URL
         leases = [pull(client, tokens, "r1").json() for _ in range(3)]
-        (sent,) = [
-            lease["task"]["benchmark"]
-            for lease in leases
-            if lease["task"]["benchmark"]["name"] == "tiny-sums"
+        (granted,) = [
+            lease for lease in leases if lease["task"]["benchmark"]["name"] == "tiny-sums"
         ]
+        sent = granted["task"]["benchmark"]
         assert sent["spec"]["data"] == {
             "url": f"{files}/data.jsonl",
             "sha256": SHA,
             "id_field": "id",
             "path": None,
         }
-        assert "spec" not in client.get("/v0/benchmarks/arith").json() or (
-            client.get("/v0/benchmarks/arith").json()["spec"] is None
+        assert client.get("/v0/benchmarks/arith").json()["spec"] is None
+        # a runner (its own cache) fetches the data by the URL, checks it and evaluates
+        evaluator = TaskEvaluator(
+            allow_private_data_urls=True, data_cache_dir=tmp_path / "runner-cache"
         )
+        prepared = evaluator.prepare(protocol.Task.model_validate(granted["task"]))
+        assert [s.fields["id"] for s in prepared.samples] == granted["task"]["sample_ids"]
+        assert all(s.labels.subject == "science/math" for s in prepared.samples)
+        run = evaluate(
+            prepared.benchmark,
+            MockBackend(score=lambda request: [0.0] + [-9.0] * (len(request.continuations) - 1)),
+            prepared.config,
+            samples=prepared.samples,
+        )
+        assert run.score == 1.0
+        assert (tmp_path / "runner-cache" / f"{SHA}.data").read_bytes() == DATA
     # a restart registers the settings' benchmarks and leaves this one active; its data
     # is fetched again when the cache lost it
     (data_cache_dir(ctx.settings) / f"{SHA}.data").unlink()
