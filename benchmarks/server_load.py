@@ -382,6 +382,7 @@ def write_custom_benchmark(directory: Path) -> Path:
         "answer_field": "a",
         "extract": {"kind": "number"},
         "compare": "number",
+        "labels": {"skill": "reasoning", "subject": "science/math"},
     }
     path = directory / "load-sums.json"
     path.write_text(json.dumps(spec, indent=1), encoding="utf-8")

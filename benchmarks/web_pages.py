@@ -232,9 +232,10 @@ def write_spec(directory: Path, name: str, subjects: bool) -> str:
         "answer_field": "a",
         "extract": {"kind": "number"},
         "compare": "number",
+        "labels": {"skill": "reasoning", "subject": "science/math"},
     }
     if subjects:
-        spec["labels"] = {"subject": "{topic}"}
+        spec["labels"] = {"skill": "reasoning", "subject": "science/{topic}"}
     path = directory / f"{name}.json"
     path.write_text(json.dumps(spec), encoding="utf-8")
     return str(path)

@@ -18,9 +18,14 @@ QuorumError
 ├── UnknownBenchmarkError       no benchmark registered under that name
 ├── UnknownBackendError         no backend registered under that name
 ├── InvalidSpecError            a custom benchmark spec that fails validation
+│   └── LocalDataPathError      a spec sent to the server that names a file on the sender's disk
 ├── DataError                   benchmark data that cannot be used
 │   ├── DataNotFoundError       the data file or directory is missing
-│   └── ChecksumMismatchError   the bytes do not hash to the pinned SHA-256
+│   ├── ChecksumMismatchError   the bytes do not hash to the pinned SHA-256
+│   ├── DataUnreachableError    the data URL cannot be fetched
+│   ├── DataTooLargeError       the data at the URL is over the size limit
+│   ├── DataUrlNotAllowedError  a data URL on a loopback, private or other non-public address
+│   └── InvalidLabelsError      a row whose rendered labels are not in the taxonomy
 ├── ModelLoadError              model files that cannot be loaded (or are refused)
 │   └── EndpointNotAllowedError an openai: endpoint on a private or local address
 ├── BackendError                a backend failed while evaluating
@@ -32,6 +37,7 @@ QuorumError
 ├── NotFoundError               no such account, model, task, lease…
 ├── ConflictError               the request contradicts stored state
 │   ├── DuplicateModelError     the model (ref or weights) is registered already
+│   ├── DuplicateBenchmarkError the benchmark name (and version) is taken already
 │   └── LeaseExpiredError       the lease expired or was superseded (fencing)
 ├── AuthenticationError         no valid API token
 ├── PermissionDeniedError       the token lacks a scope, or the account may not act
@@ -118,6 +124,13 @@ class InvalidSpecError(QuorumError):
     code = "invalid-spec"
 
 
+class LocalDataPathError(InvalidSpecError):
+    """A spec sent to the server whose data is a local ``path``: the server cannot read
+    the sender's disk; the data must be at an HTTPS or ``hf://`` URL."""
+
+    code = "local-data-path"
+
+
 class DataError(QuorumError):
     code = "data-error"
 
@@ -128,6 +141,32 @@ class DataNotFoundError(DataError):
 
 class ChecksumMismatchError(DataError):
     code = "checksum-mismatch"
+
+
+class DataUnreachableError(DataError):
+    """The data URL could not be fetched (no answer, an error status, too many redirects)."""
+
+    code = "data-unreachable"
+
+
+class DataTooLargeError(DataError):
+    """The data at a URL is larger than the limit (``benchmark_data_max_bytes``)."""
+
+    code = "data-too-large"
+
+
+class DataUrlNotAllowedError(DataError):
+    """A data URL whose host is (or redirects to) a loopback, private, link-local,
+    multicast, reserved or metadata address (server-side request forgery), unless the
+    operator allows private URLs."""
+
+    code = "url-not-allowed"
+
+
+class InvalidLabelsError(DataError):
+    """A row whose labels, rendered from the spec's placeholders, are not taxonomy v1."""
+
+    code = "invalid-labels"
 
 
 class ModelLoadError(QuorumError):
@@ -203,6 +242,12 @@ class DuplicateModelError(ConflictError):
     def __init__(self, message: str, existing_id: int) -> None:
         super().__init__(message)
         self.existing_id = existing_id
+
+
+class DuplicateBenchmarkError(ConflictError):
+    """The benchmark's name and version exist already (or the name is another's)."""
+
+    code = "duplicate-benchmark"
 
 
 class LeaseExpiredError(ConflictError):

@@ -148,6 +148,11 @@ class TaskBenchmark(_FromServer):
         description="The benchmark's prompt options by name (each benchmark names its own: "
         "shots, max_new_tokens, primer…); a runner whose options differ refuses the task.",
     )
+    spec: dict[str, Any] | None = added_field(
+        "A benchmark created through the API: its custom spec (docs/custom-benchmarks.md), "
+        "whose data the runner fetches by its data.url and checks against its SHA-256; "
+        "absent for a benchmark the runner has by name."
+    )
 
 
 class Task(_FromServer):

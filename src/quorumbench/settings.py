@@ -271,8 +271,9 @@ class ServerSettings(BaseSettings):
     )
     submission_rate_limit: str = Field(
         "30/minute",
-        description="Validations and registrations per account (limits syntax, "
-        "';'-separated; each reads the Hub; empty: no limit; admin requests exempt).",
+        description="Validations, registrations and benchmark creations per account "
+        "(limits syntax, ';'-separated; each reads the Hub or a URL; empty: no limit; "
+        "admin requests exempt).",
     )
     outlier_limit: int = Field(
         5, ge=1, description="Outlier results after which a runner stops counting."
@@ -287,6 +288,25 @@ class ServerSettings(BaseSettings):
         False,
         description="Allow registering openai: endpoints on loopback, private, link-local "
         "or metadata addresses (tests and private deployments; every runner calls them).",
+    )
+    allow_private_data_urls: bool = Field(
+        False,
+        description="Allow benchmark data URLs (POST /v0/benchmarks) on loopback, private, "
+        "link-local or metadata addresses, and plain http (tests and private deployments).",
+    )
+    benchmark_data_max_bytes: int = Field(
+        50 * 1024 * 1024,
+        ge=1,
+        description="Largest data file a benchmark created through the API may reference.",
+    )
+    benchmark_fetch_timeout_s: float = Field(
+        30.0, gt=0, description="Timeout of each request fetching a benchmark's data URL."
+    )
+    benchmark_create_after: int = Field(
+        50,
+        ge=0,
+        description="Accepted evaluations agreeing with consensus after which an account "
+        "gets benchmark:create automatically (0: only an admin grants it).",
     )
     canary_rate: float = Field(
         0.05,
@@ -550,6 +570,11 @@ class RunnerSettings(BaseSettings):
         False,
         description="Evaluate openai: endpoints on loopback, private or link-local addresses "
         "(refused by default: every runner would call something on its own network).",
+    )
+    allow_private_data_urls: bool = Field(
+        False,
+        description="Fetch benchmark data URLs on loopback, private or link-local addresses, "
+        "and plain http (refused by default; for a private server's benchmarks).",
     )
 
     @field_validator("server_url")

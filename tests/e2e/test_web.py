@@ -232,7 +232,10 @@ def test_the_model_page_breaks_scores_down_by_subject(page, server, seed):
     page.goto(server + f"/models/{seed.ids['beta-7b']}")
     table = page.locator("table.subjects[data-benchmark=sums]")
     rows = [r.split("\t") for r in table.locator("tbody tr").all_inner_texts()]
-    assert [(r[0], r[1], r[3]) for r in rows] == [("even", "1.000", "10"), ("odd", "0.800", "10")]
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        ("science/even", "1.000", "10"),
+        ("science/odd", "0.800", "10"),
+    ]
     assert table.locator("svg.ci").count() == 2
     # arith's samples here are not from its data (the seed's ids), so it has no breakdown
     assert page.locator("table.subjects").count() == 1
@@ -352,7 +355,12 @@ def test_every_table_downloads_as_json_and_csv(page, server, seed):
     a, b = seed.ids["beta-7b"], seed.ids["gamma-135m"]
     compared = api.get(server + f"/compare?models={a},{b}&format=json").json()["rows"]
     assert len(compared) == 10  # (arith, sums, aggregate, sums even, sums odd) x 2
-    assert [r["subject"] for r in compared[6:]] == ["even", "even", "odd", "odd"]
+    assert [r["subject"] for r in compared[6:]] == [
+        "science/even",
+        "science/even",
+        "science/odd",
+        "science/odd",
+    ]
     assert api.get(server + "/?sort=nonsense").status == 400
 
 

@@ -23,6 +23,7 @@ from quorumbench.api.openapi import QuorumBenchAPI
 from quorumbench.api.routes import (
     account,
     auth,
+    benchmarks,
     board,
     leases,
     models,
@@ -143,7 +144,18 @@ def create_app(
     problems.install(app)
     params.install(app)
     app.add_middleware(problems.BodyLimit, limit=settings.max_body_bytes)
-    routers = (auth, oauth, models, submissions, leases, board, public_log, runners, account)
+    routers = (
+        auth,
+        oauth,
+        models,
+        submissions,
+        leases,
+        board,
+        benchmarks,
+        public_log,
+        runners,
+        account,
+    )
     for router in (module.router for module in routers):
         app.include_router(router)
     if settings.insecure_dev_login:

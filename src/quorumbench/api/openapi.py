@@ -125,6 +125,23 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
     "GET /v0/runners/{runner}/keys": (E.PermissionDeniedError, E.NotFoundError),
     "DELETE /v0/runners/{runner}/keys/{key_id}": (E.PermissionDeniedError, E.NotFoundError),
     "GET /v0/runner-keys/{key_id}": (E.NotFoundError,),
+    "POST /v0/benchmarks": (
+        E.PermissionDeniedError,  # no benchmark:create scope, or the account lacks it
+        E.InvalidSpecError,  # code, an unknown pillar or label, a local data path
+        E.DataError,  # unreachable, too large, a private URL, the hash, a bad row
+        E.DuplicateBenchmarkError,
+    ),
+    "GET /v0/benchmarks/{name}": (E.NotFoundError,),
+    "POST /v0/benchmarks/{name}/retire": (
+        E.PermissionDeniedError,
+        E.NotFoundError,  # no such benchmark, or another account's
+        E.ConflictError,  # one of the server's own
+    ),
+    "POST /v0/accounts/{account}/grants": (
+        E.PermissionDeniedError,  # not an admin
+        E.NotFoundError,
+        E.ConfigError,  # a reason that is not printable
+    ),
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""
 

@@ -50,6 +50,7 @@ STATUS: dict[type[errors.QuorumError], int] = {
     errors.RegistrationError: 422,
     errors.InvalidRefError: 422,
     errors.DataError: 422,
+    errors.InvalidSpecError: 422,
     errors.ModelLoadError: 422,
     errors.ConfigError: 400,
     errors.UnknownBenchmarkError: 400,

@@ -256,7 +256,7 @@ class OwnedModelOut(BaseModel):
     url: str = Field(description="Its page.")
 
 
-TokenScope = Literal["task:pull", "task:submit", "model:register", "admin"]
+TokenScope = Literal["task:pull", "task:submit", "model:register", "benchmark:create", "admin"]
 
 
 class TokenIn(BaseModel):
@@ -331,6 +331,63 @@ class OwnRunnerOut(_Out):
     keys: list[RunnerKeyRowOut] = Field(description="Newest first, revoked ones included.")
 
 
+class GrantOut(BaseModel):
+    """Where an account stands with ``benchmark:create`` (creating benchmarks)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    held: bool
+    agreeing_evaluations: int = Field(
+        description="Its accepted evaluations agreeing with consensus (all time)."
+    )
+    needed: int = Field(
+        description="How many bring the permission automatically (0: only an admin grants it)."
+    )
+    action: Literal["grant", "revoke"] | None = Field(
+        description="The latest recorded change (null: none yet)."
+    )
+    changed_at: datetime | None
+    by: str | None = Field(description="The admin who made it (null: automatic, or none).")
+    reason: str | None
+
+
+class GrantIn(BaseModel):
+    """``POST /v0/accounts/{account}/grants`` (admin): grant or revoke a permission."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    permission: Literal["benchmark:create"] = "benchmark:create"
+    action: Literal["grant", "revoke"]
+    reason: str | None = Field(None, max_length=500)
+
+
+class CreatedBenchmarkOut(BaseModel):
+    """A benchmark as ``GET /v0/benchmarks/{name}`` shows it (its active version, else
+    its newest)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    version: int
+    prompt_version: int
+    kind: str
+    pillar: str | None
+    dataset_sha256: str
+    samples_per_task: int
+    active: bool
+    created_at: datetime
+    origin: Literal["settings", "api"] = Field(
+        description="settings: the server's own; api: created by an account."
+    )
+    owner: str | None
+    source_url: str | None = Field(description="Where its data is (created through the API).")
+    first_epoch: int | None = Field(description="The first epoch that schedules it.")
+    retired_at: datetime | None
+    spec: dict[str, Any] | None = Field(
+        description="Its custom spec (created through the API; docs/custom-benchmarks.md)."
+    )
+
+
 class AccountOut(BaseModel):
     """``GET /v0/me/account``: the caller's account as its page shows it."""
 
@@ -343,3 +400,6 @@ class AccountOut(BaseModel):
     models: list[OwnedModelOut] = Field(description="Newest first.")
     runners: list[OwnRunnerOut]
     tokens: list[TokenOut] = Field(description="Newest first, revoked ones included.")
+    benchmark_create: GrantOut = Field(
+        description="Whether the account may create benchmarks, and since when and why."
+    )

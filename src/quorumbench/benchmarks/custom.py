@@ -1,8 +1,15 @@
-"""Custom benchmarks from a declarative spec file (see evaluation/spec.py)."""
+"""Custom benchmarks from a declarative spec (see evaluation/spec.py).
+
+A spec from a file reads its data from a local ``path`` (relative to the spec) or a
+``url``; a spec the server stores (created through ``POST /v0/benchmarks``) always
+has a ``url``, which the server and every runner fetch, check against the SHA-256 and
+cache (``evaluation/remote_data.py``).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,7 +19,8 @@ import yaml
 
 from quorumbench.benchmarks.truthfulqa import letter_order
 from quorumbench.core.scoring import argmax_first
-from quorumbench.errors import DataError, DataNotFoundError, InvalidSpecError
+from quorumbench.core.taxonomy import label_problems
+from quorumbench.errors import DataError, DataNotFoundError, InvalidLabelsError, InvalidSpecError
 from quorumbench.evaluation.backend import (
     ChatMessage,
     ChoiceRequest,
@@ -32,6 +40,7 @@ from quorumbench.evaluation.benchmark import (
 )
 from quorumbench.evaluation.data import read_verified
 from quorumbench.evaluation.extract import extract_final_number, normalize_number
+from quorumbench.evaluation.remote_data import FetchPolicy, fetch_verified
 from quorumbench.evaluation.spec import BenchmarkSpec, parse_spec
 
 
@@ -52,13 +61,14 @@ def read_spec(path: Path) -> BenchmarkSpec:
     return parse_spec(raw, str(path))
 
 
-def _decode_rows(data: bytes, path: Path) -> list[dict[str, Any]]:
+def decode_rows(data: bytes, path: Path | str) -> list[dict[str, Any]]:
+    """The rows of a .jsonl (one object a line) or .json (an array) data file."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     try:
-        if path.suffix == ".jsonl":
+        if str(path).endswith(".jsonl"):
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
         else:
             rows = json.loads(text)
@@ -71,7 +81,7 @@ def _decode_rows(data: bytes, path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _check_rows(spec: BenchmarkSpec, rows: list[dict[str, Any]], path: Path) -> list[str]:
+def _check_rows(spec: BenchmarkSpec, rows: list[dict[str, Any]], path: Path | str) -> list[str]:
     needed = spec.placeholders() | {spec.answer_field}
     if spec.choices_field:
         needed.add(spec.choices_field)
@@ -83,6 +93,11 @@ def _check_rows(spec: BenchmarkSpec, rows: list[dict[str, Any]], path: Path) -> 
             raise DataError(f"{path}: row {number} lacks the field(s) {', '.join(missing)}")
         if spec.choices_field:
             _gold_index(spec, row, number, path)
+        problems = label_problems(_labels(spec, row).as_dict())
+        if problems:
+            raise InvalidLabelsError(
+                f"{path}: row {number}: its labels are not in taxonomy v1: {'; '.join(problems)}"
+            )
     if spec.data.id_field:
         ids = [str(row[spec.data.id_field]) for row in rows]
         if len(set(ids)) != len(ids):
@@ -92,7 +107,7 @@ def _check_rows(spec: BenchmarkSpec, rows: list[dict[str, Any]], path: Path) -> 
     return [f"{i:0{width}d}" for i in range(len(rows))]
 
 
-def _gold_index(spec: BenchmarkSpec, row: Mapping[str, Any], number: int, path: Path) -> int:
+def _gold_index(spec: BenchmarkSpec, row: Mapping[str, Any], number: int, path: Path | str) -> int:
     choices = row[spec.choices_field or ""]
     if (
         not isinstance(choices, list)
@@ -114,19 +129,37 @@ def _render(template: str, row: Mapping[str, Any]) -> str:
     return template.format_map({k: str(v) for k, v in row.items()})
 
 
-class CustomBenchmark:
-    """A benchmark defined by a spec file and its pinned data."""
+def _labels(spec: BenchmarkSpec, row: Mapping[str, Any]) -> Labels:
+    labels = spec.labels
+    return Labels(
+        skill=_render(labels.skill, row),
+        subject=_render(labels.subject, row),
+        language=_render(labels.language, row),
+        format=spec.label_format,
+        target=_render(labels.target, row),
+        source_category=(
+            _render(labels.source_category, row) if labels.source_category is not None else None
+        ),
+    )
 
-    def __init__(self, spec: BenchmarkSpec, spec_path: Path, context: BenchmarkContext) -> None:
+
+class CustomBenchmark:
+    """A benchmark defined by a spec and its pinned data (the bytes, already verified)."""
+
+    def __init__(
+        self,
+        spec: BenchmarkSpec,
+        data: bytes,
+        location: str,
+        context: BenchmarkContext,
+    ) -> None:
         self.spec = spec
-        data_path = (spec_path.parent / spec.data.path).resolve()
-        if not data_path.is_file():
-            raise DataNotFoundError(f"{spec_path}: data file not found: {data_path}")
-        rows = _decode_rows(read_verified(data_path, spec.data.sha256), data_path)
-        ids = _check_rows(spec, rows, data_path)
+        rows = decode_rows(data, spec.data.file_name)
+        ids = _check_rows(spec, rows, location)
         self._rows = dict(zip(ids, rows, strict=True))
         self._ids = ids
-        self._path = data_path
+        self._path = location
+        self._source = DataSourceInfo("url" if spec.data.url else "file", location)
         self._max_new_tokens = context.max_new_tokens or spec.max_new_tokens
 
     @property
@@ -142,6 +175,11 @@ class CustomBenchmark:
         return self.spec.prompt.version
 
     @property
+    def pillar(self) -> str | None:
+        """The pillar the spec names (None: a local spec that names none)."""
+        return self.spec.pillar
+
+    @property
     def kind(self) -> BenchmarkKind:
         return "choice" if self.spec.format == "multiple-choice" else "generate"
 
@@ -151,7 +189,7 @@ class CustomBenchmark:
 
     @property
     def source(self) -> DataSourceInfo:
-        return DataSourceInfo("file", str(self._path))
+        return self._source
 
     @property
     def config(self) -> Mapping[str, Any]:
@@ -166,13 +204,10 @@ class CustomBenchmark:
             if sample_id not in self._rows:
                 raise DataError(f"{self.name} has no sample {sample_id!r}")
             row = self._rows[sample_id]
-            labels = Labels(
-                skill=_render(self.spec.labels.skill, row),
-                subject=_render(self.spec.labels.subject, row),
-                language=_render(self.spec.labels.language, row),
-                format="mcqa" if self.spec.format == "multiple-choice" else "short-form",
-            )
-            out.append(Sample(sample_id, labels, row))
+            chance = 0.0
+            if self.spec.choices_field:
+                chance = 1.0 / len(row[self.spec.choices_field])
+            out.append(Sample(sample_id, _labels(self.spec, row), row, chance))
         return out
 
     def _text(self, row: Mapping[str, Any]) -> str:
@@ -239,6 +274,37 @@ class CustomBenchmark:
         return Scored(prediction, correct, 1.0 if correct else 0.0)
 
 
+def default_data_cache() -> Path:
+    """Where ``quorumbench eval`` and runners keep data fetched by URL (by SHA-256)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / (
+        "quorumbench/benchmark-data"
+    )
+
+
+def benchmark_from_spec(
+    spec: BenchmarkSpec,
+    context: BenchmarkContext,
+    *,
+    policy: FetchPolicy | None = None,
+    cache_dir: Path | None = None,
+    spec_dir: Path | None = None,
+) -> CustomBenchmark:
+    """Load ``spec``'s data (a local ``path`` under ``spec_dir``, or its ``url``, fetched
+    with ``policy`` and cached in ``cache_dir``), check every row and make the benchmark."""
+    if spec.data.url is not None:
+        data = fetch_verified(spec.data.url, spec.data.sha256, policy or FetchPolicy(), cache_dir)
+        return CustomBenchmark(spec, data, spec.data.url, context)
+    if spec_dir is None:
+        raise InvalidSpecError(f"{spec.name}: data.path needs the spec's directory")
+    data_path = (spec_dir / (spec.data.path or "")).resolve()
+    if not data_path.is_file():
+        raise DataNotFoundError(f"{spec.name}: data file not found: {data_path}")
+    data = read_verified(data_path, spec.data.sha256)
+    return CustomBenchmark(spec, data, str(data_path), context)
+
+
 def load_custom_benchmark(path: Path, context: BenchmarkContext) -> CustomBenchmark:
     """Read, validate and load a custom benchmark spec and its data."""
-    return CustomBenchmark(read_spec(path), path, context)
+    return benchmark_from_spec(
+        read_spec(path), context, cache_dir=default_data_cache(), spec_dir=path.parent
+    )

@@ -99,6 +99,20 @@ def account_show_command(
         row["url"] = f"{api.server}{row['url']}"
     console.print(owned_table(account["models"]))
     console.print(runners_table(account["runners"]))
+    grant = account.get("benchmark_create") or {}
+    if grant.get("action"):
+        who = f"by the admin {grant['by']}" if grant.get("by") else "automatically"
+        verb = "granted" if grant["action"] == "grant" else "revoked"
+        console.print(
+            Text(f"benchmark:create: {verb} {_when(grant['changed_at'])} {who}: {grant['reason']}")
+        )
+    elif grant:
+        console.print(
+            Text(
+                f"benchmark:create: not held ({grant['agreeing_evaluations']} accepted "
+                f"evaluations agreeing with consensus of the {grant['needed']} that grant it)"
+            )
+        )
     live = [t for t in account["tokens"] if not t["revoked_at"]]
     console.print(
         Text(f"{len(live)} API token(s) in use: `quorumbench token list` shows them"),

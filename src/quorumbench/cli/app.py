@@ -21,6 +21,13 @@ from quorumbench.cli.account_cmd import (
     token_list_command,
     token_revoke_command,
 )
+from quorumbench.cli.benchmark_cmd import (
+    account_grant_command,
+    account_revoke_command,
+    benchmark_create_command,
+    benchmark_retire_command,
+    benchmark_show_command,
+)
 from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.model_cmd import (
     model_list_command,
@@ -39,7 +46,10 @@ app = typer.Typer(
     rich_markup_mode=None,
     add_completion=False,
 )
-benchmark_app = typer.Typer(help="List, validate and sample benchmarks.", no_args_is_help=True)
+benchmark_app = typer.Typer(
+    help="List, validate and sample benchmarks; create, show and retire them on a server.",
+    no_args_is_help=True,
+)
 plugins_app = typer.Typer(
     help="Inspect installed benchmark and backend plugins.", no_args_is_help=True
 )
@@ -391,8 +401,8 @@ def token_issue_command(
         list[str] | None,
         typer.Option(
             "--scope",
-            help="task:pull, task:submit, model:register or admin (repeat; default: all "
-            "but admin).",
+            help="task:pull, task:submit, model:register, benchmark:create or admin "
+            "(repeat; default: the first three).",
         ),
     ] = None,
     name: Annotated[str, typer.Option("--name", help="A label for the token.")] = "default",
@@ -580,6 +590,11 @@ model_app.command("register")(handle_errors(model_register_command))
 model_app.command("list")(handle_errors(model_list_command))
 model_app.command("retire")(handle_errors(model_retire_command))
 account_app.command("show")(handle_errors(account_show_command))
+account_app.command("grant")(handle_errors(account_grant_command))
+account_app.command("revoke")(handle_errors(account_revoke_command))
+benchmark_app.command("create")(handle_errors(benchmark_create_command))
+benchmark_app.command("show")(handle_errors(benchmark_show_command))
+benchmark_app.command("retire")(handle_errors(benchmark_retire_command))
 token_app.command("list")(handle_errors(token_list_command))
 token_app.command("revoke")(handle_errors(token_revoke_command))
 

@@ -264,6 +264,15 @@ def start_command(
             "network: only for a server you run).",
         ),
     ] = False,
+    allow_private_data_urls: Annotated[
+        bool,
+        typer.Option(
+            "--allow-private-data-urls",
+            envvar="QB_RUNNER_ALLOW_PRIVATE_DATA_URLS",
+            help="Fetch benchmark data from loopback or private addresses, or plain http "
+            "(only for a server you run).",
+        ),
+    ] = False,
 ) -> None:
     """Pull tasks from the server, evaluate them and submit the results."""
     from quorumbench.cli.app import err_console, handle_errors  # app.py imports this module
@@ -294,6 +303,7 @@ def start_command(
         "allow_pickle": allow_pickle or None,
         "trust_remote_code": trust_remote_code or None,
         "allow_private_endpoints": allow_private_endpoints or None,
+        "allow_private_data_urls": allow_private_data_urls or None,
     }
     overrides = {key: value for key, value in given.items() if value is not None}
     code = handle_errors(_start)(overrides, once, err_console)

@@ -358,6 +358,22 @@ def _server_benchmarks(server: _Server) -> set[str]:
     return {b["name"] for b in server.get("/v0/benchmarks") if b.get("active", True)}
 
 
+def _created_benchmark(server: _Server, name: str, context: Any) -> Any:
+    """A benchmark created through the server's API: its spec from the server, its data
+    from the spec's URL (checked against the SHA-256, cached); None if unavailable."""
+    from quorumbench.benchmarks.custom import benchmark_from_spec, default_data_cache
+    from quorumbench.evaluation.spec import parse_spec
+
+    try:
+        found = server.get_optional(f"/v0/benchmarks/{name}")
+        if not found or not found.get("spec"):
+            return None
+        spec = parse_spec(found["spec"], f"{server.url}'s spec of {name}")
+        return benchmark_from_spec(spec, context, cache_dir=default_data_cache())
+    except QuorumError:
+        return None
+
+
 def _check_samples(
     server: _Server, entries: list[dict[str, Any]], report: Report, datasets_dir: Path | None
 ) -> None:
@@ -393,7 +409,7 @@ def _check_samples(
             try:
                 benches[name] = load_benchmark(name, context)
             except QuorumError:
-                benches[name] = None
+                benches[name] = _created_benchmark(server, name, context)
         bench = benches[name]
         if bench is None:
             skip(f"benchmark {name} not available here")

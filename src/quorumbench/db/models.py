@@ -135,6 +135,44 @@ class Benchmark(Base):
     pillar: Mapped[str | None] = mapped_column(String(16), default=None)
     """Its pillar, set at every startup from the settings, a custom spec or the built-in
     assignment (services/benchmarks.py); None for a version no server has run since."""
+    spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """A benchmark created through the API (``POST /v0/benchmarks``): its validated
+    custom spec, whose data is referenced by URL and SHA-256 (never stored here). None
+    for a benchmark the server's settings name (built-in, plugin or spec file)."""
+    source_url: Mapped[str | None] = mapped_column(String(2000), default=None)
+    """The data URL of a benchmark created through the API (as its spec gives it)."""
+    owner_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The account (id) that created it through the API (it, or an admin, may retire
+    it). No foreign key: SQLite would copy the table that tasks reference to add one."""
+    first_epoch: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The first epoch it is scheduled in (the one after its creation); None: any."""
+    retired_at: Mapped[datetime | None] = mapped_column(default=None)
+    """Set when its owner (or an admin) retired it (``active`` is then false); its
+    tasks and results stay. A retired benchmark is not activated again at startup."""
+
+
+class AccountGrant(Base):
+    """A change to what an account may do beyond its tokens' scopes, append-only.
+
+    Today one permission has grants: ``benchmark:create``. The account holds it while
+    its latest row says ``grant``: given automatically (``by_account_id`` None) once
+    the account has ``benchmark_create_after`` accepted evaluations agreeing with
+    consensus, or by an admin; an admin's ``revoke`` takes it away (and stops the
+    automatic grant from coming back).
+    """
+
+    __tablename__ = "account_grants"
+    __table_args__ = (Index("ix_account_grants_account_permission", "account_id", "permission"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    permission: Mapped[str] = mapped_column(String(32))
+    action: Mapped[str] = mapped_column(String(8))
+    """``grant`` or ``revoke``."""
+    by_account_id: Mapped[int | None] = mapped_column(ForeignKey("accounts.id"), default=None)
+    """The admin who granted or revoked it; None: granted automatically."""
+    reason: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[datetime]
 
 
 class Epoch(Base):

@@ -99,7 +99,7 @@ class BenchmarkContext:
 class DataSourceInfo:
     """Where the data came from, for the result file."""
 
-    kind: Literal["local", "hub", "generated", "file"]
+    kind: Literal["local", "hub", "generated", "file", "url"]
     location: str
     revision: str | None = None
 

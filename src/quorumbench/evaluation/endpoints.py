@@ -19,7 +19,7 @@ import socket
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
-from quorumbench.errors import EndpointNotAllowedError
+from quorumbench.errors import EndpointNotAllowedError, QuorumError
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Iterable[str]]
@@ -62,23 +62,31 @@ def blocked_reason(address: Address) -> str | None:
     return next((why for flagged, why in checks if flagged), None)
 
 
-def check_endpoint(url: str, *, allow_private: bool, resolve: Resolver = _resolve) -> None:
+def check_endpoint(
+    url: str,
+    *,
+    allow_private: bool,
+    resolve: Resolver = _resolve,
+    error: type[QuorumError] = EndpointNotAllowedError,
+    what: str = "endpoints",
+) -> None:
     """Refuse ``url`` unless every address its host resolves to is public.
 
-    Raises :class:`EndpointNotAllowedError` naming the address and why; a host that
-    does not resolve is refused too (it cannot be checked). ``allow_private`` skips
-    every check.
+    Raises ``error`` (:class:`EndpointNotAllowedError`; the data fetcher passes its own)
+    naming the address and why; a host that does not resolve is refused too (it cannot
+    be checked). ``allow_private`` skips every check. ``what`` names the URLs in the
+    message ("endpoints", "data URLs").
     """
     if allow_private:
         return
     parts = urlsplit(url)
     host = parts.hostname
     if parts.scheme not in ("http", "https") or not host:
-        raise EndpointNotAllowedError(f"{url}: an endpoint must be an http(s) URL with a host")
+        raise error(f"{url}: an http(s) URL with a host is needed")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
-        raise EndpointNotAllowedError(f"{url}: {exc}") from None
+        raise error(f"{url}: {exc}") from None
     try:
         literal: Address | None = ipaddress.ip_address(host)
     except ValueError:
@@ -90,15 +98,15 @@ def check_endpoint(url: str, *, allow_private: bool, resolve: Resolver = _resolv
             else [ipaddress.ip_address(a.split("%")[0]) for a in resolve(host, port)]
         )
     except (OSError, UnicodeError) as exc:
-        raise EndpointNotAllowedError(
+        raise error(
             f"{url}: the host {host!r} does not resolve ({exc}), so it cannot be checked"
         ) from None
     if not found:
-        raise EndpointNotAllowedError(f"{url}: the host {host!r} resolves to no address")
+        raise error(f"{url}: the host {host!r} resolves to no address")
     for address in found:
         why = blocked_reason(address)
         if why is not None:
-            raise EndpointNotAllowedError(
-                f"{url}: {host} resolves to {address}, {why}; endpoints must be reachable "
-                "on the public internet (an operator may allow private endpoints)"
+            raise error(
+                f"{url}: {host} resolves to {address}, {why}; {what} must be reachable "
+                f"on the public internet (an operator may allow private {what})"
             )

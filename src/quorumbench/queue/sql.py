@@ -162,6 +162,7 @@ class TaskSources:
                 Benchmark.prompt_version,
                 Benchmark.dataset_sha256,
                 Benchmark.config,
+                Benchmark.spec,
                 Epoch.seed_commitment,
             )
             .select_from(Model)
@@ -191,6 +192,7 @@ class TaskSources:
                 prompt_version=row.prompt_version,
                 dataset_sha256=row.dataset_sha256,
                 config=row.config,
+                spec=row.spec,
             ),
             row.seed_commitment,
         )

@@ -19,6 +19,7 @@ from typing import Any
 from quorumbench.backends import BackendOptions, is_remote, load_backend
 from quorumbench.backends.local import sandboxable
 from quorumbench.benchmarks import load_benchmark
+from quorumbench.benchmarks.custom import benchmark_from_spec, default_data_cache
 from quorumbench.errors import DataError
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext, Sample
@@ -26,8 +27,10 @@ from quorumbench.evaluation.endpoints import check_endpoint
 from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.execution import CodeExecutor, runs_code
 from quorumbench.evaluation.refs import parse_ref
+from quorumbench.evaluation.remote_data import FetchPolicy
 from quorumbench.evaluation.results import RunResult
-from quorumbench.protocol import Task
+from quorumbench.evaluation.spec import parse_spec
+from quorumbench.protocol import Task, TaskBenchmark
 from quorumbench.runner.faults import RunnerSetupError, datasets_hint
 from quorumbench.runner.sandbox import Sandbox
 from quorumbench.runner.worker import load_sandboxed
@@ -79,6 +82,10 @@ class TaskEvaluator:
     Code benchmarks (HumanEval, MBPP) run each generated program with ``executor``
     (``runner/code_exec.py``: a fresh sandbox per program); without one their tasks
     are refused before anything is generated (a :class:`RunnerSetupError`).
+
+    A task of a benchmark created through the API carries its spec: the data is
+    fetched by the spec's URL (public addresses only unless ``allow_private_data_urls``,
+    size-limited), checked against the task's SHA-256 and cached in ``data_cache_dir``.
     """
 
     def __init__(
@@ -93,8 +100,13 @@ class TaskEvaluator:
         sandbox: Sandbox | None = None,
         allow_private_endpoints: bool = False,
         executor: CodeExecutor | None = None,
+        allow_private_data_urls: bool = False,
+        data_cache_dir: Path | None = None,
+        fetch_policy: FetchPolicy | None = None,
     ) -> None:
         self.context = BenchmarkContext(datasets_dir, executor=executor)
+        self.fetch_policy = fetch_policy or FetchPolicy(allow_private=allow_private_data_urls)
+        self.data_cache_dir = data_cache_dir or default_data_cache()
         self.allow_private_endpoints = allow_private_endpoints
         self.options = options or BackendOptions()
         self.batch_size = batch_size
@@ -109,6 +121,24 @@ class TaskEvaluator:
         if name not in self._benchmarks:
             self._benchmarks[name] = self._load_benchmark(name, self.context)
         return self._benchmarks[name]
+
+    def task_benchmark(self, wanted: TaskBenchmark) -> Benchmark:
+        """The task's benchmark: by name, or (created through the API) from the spec the
+        task carries, its data fetched and checked (kept per name, version and data)."""
+        if wanted.spec is None:
+            return self.benchmark(wanted.name)
+        key = f"{wanted.name}@{wanted.version}#{wanted.dataset_sha256}"
+        if key not in self._benchmarks:
+            spec = parse_spec(wanted.spec, f"the task's spec of {wanted.name}")
+            if spec.data.sha256 != wanted.dataset_sha256 or spec.name != wanted.name:
+                raise DataError(
+                    f"the task's spec of {wanted.name} names other data "
+                    f"({spec.name}, {spec.data.sha256}) than the task ({wanted.dataset_sha256})"
+                )
+            self._benchmarks[key] = benchmark_from_spec(
+                spec, self.context, policy=self.fetch_policy, cache_dir=self.data_cache_dir
+            )
+        return self._benchmarks[key]
 
     def backend(self, ref: str, watch: Callable[[], None] = _no_watch) -> ModelBackend:
         """The model behind ``ref``, loaded once and kept (least recently used goes).
@@ -150,7 +180,7 @@ class TaskEvaluator:
         spec = task.benchmark
         name, version, n = spec.name, spec.version, task.n_samples
         wanted = task.sample_ids
-        bench = self.benchmark(name)
+        bench = self.task_benchmark(spec)
         if runs_code(bench) and self.context.executor is None:
             raise RunnerSetupError(
                 f"{name} runs the model's code, and this runner has no executor for it"

@@ -494,6 +494,8 @@ def build_runner(
         sandbox=sandbox,
         allow_private_endpoints=settings.allow_private_endpoints,
         executor=code_runner(sandbox),
+        allow_private_data_urls=settings.allow_private_data_urls,
+        data_cache_dir=settings.cache_dir / "benchmark-data" if settings.cache_dir else None,
     )
     runner = Runner(
         client,

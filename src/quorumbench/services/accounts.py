@@ -1,7 +1,9 @@
 """Accounts and scoped API tokens.
 
 A token is ``qb_`` plus 43 random URL-safe characters; only its SHA-256 is stored.
-Scopes: ``task:pull`` and ``task:submit`` (runners), ``model:register``, ``admin``.
+Scopes: ``task:pull`` and ``task:submit`` (runners), ``model:register``,
+``benchmark:create`` (creating benchmarks: also needs the account to hold that
+permission, ``services/grants.py``; never a default), ``admin``.
 Login sessions and their access JWTs build on this module (``services/sessions.py``,
 which also authenticates a request's bearer of either kind); this module never
 imports them (an import-linter contract).
@@ -29,8 +31,9 @@ from quorumbench.errors import (
     PermissionDeniedError,
 )
 from quorumbench.services.context import IdentityKey, ServerContext, forget_identities
+from quorumbench.services.grants import grant_status
 
-SCOPES = ("task:pull", "task:submit", "model:register", "admin")
+SCOPES = ("task:pull", "task:submit", "model:register", "benchmark:create", "admin")
 DEFAULT_SCOPES = ("task:pull", "task:submit", "model:register")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,62}$")
 _TOUCH_EVERY = timedelta(minutes=1)
@@ -250,16 +253,24 @@ class TokenInfo:
         )
 
 
-def grantable_scopes(principal: Principal) -> tuple[str, ...]:
+def grantable_scopes(principal: Principal, creates_benchmarks: bool = False) -> tuple[str, ...]:
     """The scopes ``principal`` may put on a new token: at most what it holds itself
-    (``admin`` only when it acts as admin, and then every scope), in SCOPES order."""
+    (``admin`` only when it acts as admin, and then every scope), in SCOPES order.
+
+    ``benchmark:create`` also when the account holds that permission
+    (``creates_benchmarks``, ``services/grants.py``) and the credential is its owner's
+    (it holds ``model:register``, or ``benchmark:create`` itself): that is how an
+    account that earned the permission gets a token to use it."""
     if principal.acts_as_admin:
         return SCOPES
-    return tuple(s for s in DEFAULT_SCOPES if s in principal.scopes)
+    held = [s for s in DEFAULT_SCOPES if s in principal.scopes]
+    if creates_benchmarks and ({"model:register", "benchmark:create"} & principal.scopes):
+        held.append("benchmark:create")
+    return tuple(s for s in SCOPES if s in held)
 
 
 def checked_token_request(
-    principal: Principal, scopes: list[str], name: str | None
+    principal: Principal, scopes: list[str], name: str | None, creates_benchmarks: bool = False
 ) -> tuple[tuple[str, ...], str]:
     """The scopes (sorted, each once) and name of a new token ``principal`` asks for,
     or the error that says why it may not have it."""
@@ -267,16 +278,21 @@ def checked_token_request(
     wanted = tuple(s for s in SCOPES if s in scopes)
     if not wanted:
         raise ConfigError("choose at least one scope for the token")
-    beyond = [s for s in wanted if s not in grantable_scopes(principal)]
+    grantable = grantable_scopes(principal, creates_benchmarks)
+    beyond = [s for s in wanted if s not in grantable]
     if beyond:
         raise PermissionDeniedError(
             f"this account may not grant {', '.join(beyond)}; it may grant "
-            f"{', '.join(grantable_scopes(principal)) or 'no scope'}"
+            f"{', '.join(grantable) or 'no scope'}"
         )
     label = " ".join((name or "").split()) or "web"
     if len(label) > TOKEN_NAME_MAX or not label.isprintable():
         raise ConfigError(f"a token's name is at most {TOKEN_NAME_MAX} printable characters")
     return wanted, label
+
+
+def _holds_benchmark_create(ctx: ServerContext, principal: Principal) -> bool:
+    return grant_status(ctx, principal.account_id).held
 
 
 def list_tokens(ctx: ServerContext, principal: Principal) -> list[TokenInfo]:
@@ -300,7 +316,8 @@ def create_token(
     """A new token of ``principal``'s account with ``scopes`` (at most what it may grant,
     :func:`grantable_scopes`), the site's form and ``POST /v0/tokens`` alike; the plain
     text is in the answer only."""
-    wanted, label = checked_token_request(principal, scopes, name)
+    creates = "benchmark:create" in scopes and _holds_benchmark_create(ctx, principal)
+    wanted, label = checked_token_request(principal, scopes, name, creates)
     with ctx.db.write() as session:
         return add_token(
             ctx, session, principal.account_id, wanted, name=label, expires_in=expires_in

@@ -13,12 +13,14 @@ is ignored.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.leaderboard import overlapping
@@ -34,10 +36,13 @@ from quorumbench.core.scheduling import (
 )
 from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
 from quorumbench.errors import QuorumError
+from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.canaries import publish_overdue_canaries
 from quorumbench.services.context import ServerContext
+
+log = logging.getLogger("quorumbench.scheduler")
 
 
 def epoch_index(ctx: ServerContext, when: datetime) -> int:
@@ -73,7 +78,7 @@ def ensure_epoch(ctx: ServerContext, when: datetime) -> Epoch:
 def tiers_for(ctx: ServerContext, bench: Benchmark) -> tuple[int, ...]:
     """The depths a task of ``bench`` may have: its shallow ``samples_per_task``, then
     ``QB_DEPTH_TIERS``, none larger than the benchmark (a small custom spec)."""
-    size = len(loaded(ctx, bench.name).sample_ids())
+    size = len(loaded(ctx, bench.name, bench.version).sample_ids())
     deeper = [min(d, size) for d in ctx.settings.depth_tiers if d > bench.samples_per_task]
     return tuple(dict.fromkeys([bench.samples_per_task, *deeper]))
 
@@ -206,6 +211,15 @@ SCHEDULED = (Model.active, Model.paused_at.is_(None), Model.retired_at.is_(None)
 not retired."""
 
 
+def scheduled_in(epoch_id: int) -> tuple[ColumnElement[bool], ...]:
+    """The benchmarks an epoch schedules: active ones, from their first epoch on (one
+    created through the API starts with the epoch after its creation)."""
+    return (
+        Benchmark.active.is_(True),
+        or_(Benchmark.first_epoch.is_(None), Benchmark.first_epoch <= epoch_id),
+    )
+
+
 def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:
     """What the epoch has, when it may still lack a (model, benchmark) task within its
     budgets (None when it cannot: every pair has its task, or a budget is spent).
@@ -226,18 +240,39 @@ def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:
             return None
         models = session.scalar(select(func.count()).select_from(Model).where(*SCHEDULED))
         benchmarks = session.scalar(
-            select(func.count()).select_from(Benchmark).where(Benchmark.active)
+            select(func.count()).select_from(Benchmark).where(*scheduled_in(epoch_id))
         )
         covered = session.scalar(
             select(func.count())
             .select_from(Task)
             .join(Model, Model.id == Task.model_id)
             .join(Benchmark, Benchmark.id == Task.benchmark_id)
-            .where(Task.epoch_id == epoch_id, Benchmark.active, *SCHEDULED)
+            .where(Task.epoch_id == epoch_id, *scheduled_in(epoch_id), *SCHEDULED)
         )
     if (covered or 0) >= (models or 0) * (benchmarks or 0):
         return None
     return (epoch_id, int(have), int(samples), models or 0, benchmarks or 0, covered or 0)
+
+
+def _loadable_tiers(
+    ctx: ServerContext, benchmarks: dict[int, Benchmark]
+) -> dict[int, tuple[int, ...]]:
+    """Each benchmark's tiers; one whose data cannot be loaded now (a benchmark created
+    through the API whose URL is down and whose cached copy is gone) is left out of
+    this plan, logged, rather than stopping every other benchmark's tasks."""
+    tiers: dict[int, tuple[int, ...]] = {}
+    for bench in sorted(benchmarks.values(), key=lambda b: b.id):
+        try:
+            tiers[bench.id] = tiers_for(ctx, bench)
+        except QuorumError as exc:
+            event(
+                log,
+                "benchmark.unavailable",
+                level=logging.WARNING,
+                benchmark=bench.name,
+                reason=str(exc)[:300],
+            )
+    return tiers
 
 
 def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
@@ -249,8 +284,11 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
     created: list[int] = []
     with ctx.db.write() as session:
         models = list(session.scalars(select(Model.id).where(*SCHEDULED).order_by(Model.id)))
-        benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.active))}
-        tiers = {b.id: tiers_for(ctx, b) for b in sorted(benchmarks.values(), key=lambda b: b.id)}
+        benchmarks = {
+            b.id: b for b in session.scalars(select(Benchmark).where(*scheduled_in(epoch.id)))
+        }
+        tiers = _loadable_tiers(ctx, benchmarks)
+        benchmarks = {i: b for i, b in benchmarks.items() if i in tiers}
         have = {
             (row.model_id, row.benchmark_id): row.n_samples
             for row in session.execute(
@@ -280,7 +318,7 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                     bench.version,
                     epoch.seed,
                     pair.depth,
-                    loaded(ctx, bench.name).sample_ids(),
+                    loaded(ctx, bench.name, bench.version).sample_ids(),
                 )
             new_id = session.execute(
                 ctx.db.insert(Task)

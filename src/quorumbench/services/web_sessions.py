@@ -54,6 +54,7 @@ from quorumbench.services.accounts import (
     token_hash,
 )
 from quorumbench.services.context import ServerContext
+from quorumbench.services.grants import grant_status
 from quorumbench.services.sessions import (
     DEV_LOGIN,
     development_account,
@@ -283,7 +284,8 @@ def create_token_once(
     or nonce) change nothing and leave the form usable."""
     form = _checked_nonce(nonce)
     principal = signed_in.principal
-    wanted, label = checked_token_request(principal, scopes, name)
+    creates = "benchmark:create" in scopes and grant_status(ctx, principal.account_id).held
+    wanted, label = checked_token_request(principal, scopes, name, creates)
     try:
         with ctx.db.write() as session:
             use = WebFormUse(

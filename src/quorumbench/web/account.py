@@ -35,6 +35,7 @@ SCOPE_TEXT = {
     "task:pull": "pull tasks (a runner)",
     "task:submit": "submit results (a runner)",
     "model:register": "register models",
+    "benchmark:create": "create and retire benchmarks (this account holds the permission)",
     "admin": "everything, as an admin",
 }
 """What each scope lets a token do, beside its checkbox (one for each of ``SCOPES``)."""

@@ -46,6 +46,8 @@ class World:
     url: str
     tokens: dict[str, str]
     config: Path
+    ctx: Any = None
+    """The server's context (to make accounts and tokens directly)."""
 
     def cli(self, *args: str, who: str | None = "owner", server: str | None = None) -> Any:
         """``quorumbench ARGS --server URL`` as ``who`` (QB_TOKEN), or with the saved
@@ -116,7 +118,7 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
         server = EmbeddedServer(create_app(settings, context=ctx, run_scheduler=False))
         server.start()
         servers.append(server)
-        return World(server.url, tokens, tmp_path / "config")
+        return World(server.url, tokens, tmp_path / "config", ctx)
 
     yield make
     for server in servers:

@@ -169,6 +169,7 @@ def sums_spec(tmp_path):
         "answer_field": "a",
         "extract": {"kind": "number"},
         "compare": "number",
+        "labels": {"skill": "reasoning", "subject": "science/math"},
     }
     path = tmp_path / "sums.json"
     path.write_text(json.dumps(spec), encoding="utf-8")

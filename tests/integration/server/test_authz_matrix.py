@@ -673,6 +673,34 @@ def refresh_body(path: str) -> Callable[[Facts, Caller], Request]:
     return lambda facts, caller: Request(path, None, {"refresh_token": facts.refresh_token})
 
 
+def refused_as(code: str) -> Callable[[Facts, Caller, httpx.Response], None]:
+    def check(facts: Facts, caller: Caller, answer: httpx.Response) -> None:
+        if answer.status_code == 422:
+            assert answer.json()["type"] == f"/problems/{code}", answer.text[:300]
+
+    return check
+
+
+def admin_only(caller: Caller) -> tuple[bool, Expect] | None:
+    """Admins (the ``admin`` scope) only; any other credential 403 naming it."""
+    if caller.account is None:
+        return None
+    if caller.holds("admin"):
+        return True, Expect(frozenset({200}))
+    return False, Expect(frozenset({403}), ("admin",))
+
+
+PRIVATE_SPEC = {
+    "name": "matrix-bench",
+    "version": 1,
+    "pillar": "math",
+    "format": "exact-match",
+    "data": {"url": "https://127.0.0.1/data.jsonl", "sha256": "0" * 64},
+    "prompt": {"version": 1, "template": "{q}"},
+    "answer_field": "a",
+    "labels": {"skill": "reasoning", "subject": "science/math"},
+}
+CREATE = ("benchmark:create",)
 SUBMIT = ("task:submit",)
 PULL = ("task:pull",)
 REGISTER = ("model:register",)
@@ -922,6 +950,34 @@ VARIANTS: list[Variant] = [
         check=no_open_results,
     ),
     Variant("GET", "/v0/benchmarks", "all", PUBLIC, fixed("/v0/benchmarks")),
+    Variant("GET", "/v0/benchmarks/{name}", "arith", PUBLIC, fixed("/v0/benchmarks/arith")),
+    Variant(
+        "POST",
+        "/v0/benchmarks",
+        "data on a private address",
+        CREATE,
+        lambda facts, caller: Request("/v0/benchmarks", None, PRIVATE_SPEC),
+        ok=frozenset({422}),  # an admin gets as far as the SSRF guard
+        check=refused_as("url-not-allowed"),
+    ),
+    Variant(
+        "POST",
+        "/v0/benchmarks/{name}/retire",
+        "a benchmark of the settings",
+        CREATE,
+        fixed("/v0/benchmarks/arith/retire"),
+        ok=frozenset({409}),  # an admin is told it is the operator's
+    ),
+    Variant(
+        "POST",
+        "/v0/accounts/{account}/grants",
+        "benchmark:create to bob",
+        ANY,
+        lambda facts, caller: Request(
+            "/v0/accounts/bob/grants", None, {"action": "grant", "reason": "matrix"}
+        ),
+        rule=admin_only,
+    ),
     Variant("GET", "/v0/epochs/current", "current", PUBLIC, fixed("/v0/epochs/current")),
     Variant(
         "GET",

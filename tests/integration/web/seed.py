@@ -60,7 +60,7 @@ def _sums_spec(tmp: Path) -> str:
         "answer_field": "a",
         "extract": {"kind": "number"},
         "compare": "number",
-        "labels": {"subject": "{topic}"},
+        "labels": {"skill": "reasoning", "subject": "science/{topic}"},
     }
     (tmp / "sums.json").write_text(json.dumps(spec), encoding="utf-8")
     return str(tmp / "sums.json")

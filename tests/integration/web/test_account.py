@@ -331,3 +331,23 @@ def test_two_posts_of_one_form_at_the_same_moment_make_one_token(site):
     assert sorted(made) == [False, False, False, True] and site.tokens() == 1
     shown = web_sessions.created_token(site.ctx, opened.session, opened.cookie, nonce)
     assert shown.token is not None and shown.info.scopes == ("task:pull",)
+
+
+def test_the_page_shows_the_benchmark_create_grant_and_offers_its_scope(site):
+    from quorumbench.services.grants import change_grant
+
+    create_account(site.ctx, "root", is_admin=True)
+    root = get_account(site.ctx, "root")
+    with site.browser() as browser:
+        browser.dev_signin("alice")
+        page = browser.get("/account").text
+        assert 'id="benchmark-create-held">no<' in page
+        assert 'value="benchmark:create"' not in page  # not held: not offered
+        change_grant(site.ctx, root.id, "alice", "grant", "runs the Korean benchmarks")
+        page = browser.get("/account").text
+        assert 'id="benchmark-create-held">yes<' in page
+        assert "by the admin root: runs the Korean benchmarks" in page
+        assert 'value="benchmark:create">' in page  # offered, not checked by default
+        answer = create(browser, scope=["benchmark:create"], name="bench")
+        token = shown_token(browser.get(answer.headers["location"]))
+        assert whoami(browser, token).json()["scopes"] == ["benchmark:create"]

@@ -146,8 +146,8 @@ def test_csv_downloads(client, seed):
         ("arith", ""),
         ("sums", ""),
         ("aggregate", ""),
-        ("sums", "even"),
-        ("sums", "odd"),
+        ("sums", "science/even"),
+        ("sums", "science/odd"),
     ]
     tasks = list(csv.DictReader(io.StringIO(client.get("/tasks?format=csv&limit=5").text)))
     assert len(tasks) == 5 and tasks[0]["runners"] == "1 2 3 4" and tasks[0]["outliers"] == "4"
@@ -280,8 +280,8 @@ def test_scores_by_subject(client, seed):
     beta = client.get(f"/models/{seed.ids['beta-7b']}?format=json").json()["subjects"]
     assert list(beta) == ["sums"]  # the seed's ids are not arith's: no labels there
     even, odd = beta["sums"]
-    assert (even["subject"], even["score"], even["n_samples"]) == ("even", 1.0, 10)
-    assert (odd["subject"], odd["score"], odd["n_samples"]) == ("odd", 0.8, 10)
+    assert (even["subject"], even["score"], even["n_samples"]) == ("science/even", 1.0, 10)
+    assert (odd["subject"], odd["score"], odd["n_samples"]) == ("science/odd", 0.8, 10)
     # exact intervals: ten right answers of ten do not give a point
     assert even["ci_high"] == 1.0 and even["ci_low"] == pytest.approx(0.025**0.1)
     assert (odd["ci_low"], odd["ci_high"]) == pytest.approx((0.4439, 0.9748), abs=1e-4)
@@ -297,10 +297,10 @@ def test_compare_by_subject(client, seed):
     rows = client.get(f"/compare?models={a},{b}&format=json").json()["rows"]
     subjects = [r for r in rows if r["subject"]]
     assert [(r["subject"], r["model"]) for r in subjects] == [
-        ("even", "beta-7b"),
-        ("even", "gamma-135m"),
-        ("odd", "beta-7b"),
-        ("odd", "gamma-135m"),
+        ("science/even", "beta-7b"),
+        ("science/even", "gamma-135m"),
+        ("science/odd", "beta-7b"),
+        ("science/odd", "gamma-135m"),
     ]
     assert all(r["intervals_separate"] for r in subjects)  # 1.0 vs 0.3, 0.8 vs 0.0
     lora = seed.ids["alpha-1b-lora"]
@@ -308,7 +308,7 @@ def test_compare_by_subject(client, seed):
     assert not any(r["intervals_separate"] for r in same["rows"] if r["subject"])
     text = client.get(f"/compare?models={a},{b}&format=csv").text
     header = text.splitlines()[0]
-    assert header.startswith("benchmark,subject,model_id") and text.count(",even,") == 2
+    assert header.startswith("benchmark,subject,model_id") and text.count(",science/even,") == 2
 
 
 def test_models_to_compare_come_as_a_list_or_repeated(client, seed):
@@ -335,7 +335,7 @@ def test_the_export_has_subject_tables_for_benchmarks_it_can_load(seed, tmp_path
     page = (tmp_path / "site" / "models" / f"{seed.ids['beta-7b']}.html").read_text()
     assert "<caption>sums</caption>" in page
     rows = (tmp_path / "site" / "models" / f"{seed.ids['beta-7b']}.csv").read_text()
-    assert ",even," in rows and (tmp_path / "site" / "leaderboard.csv").is_file()
+    assert ",science/even," in rows and (tmp_path / "site" / "leaderboard.csv").is_file()
 
 
 def test_a_task_page_shows_who_said_what(client, seed):
@@ -362,7 +362,12 @@ def test_a_task_page_shows_who_said_what(client, seed):
     assert "status-disputed" in html and 'id="samples"' in html
     sums = client.get(f"/models/{seed.ids['beta-7b']}?format=json").json()["tasks"][0]
     labelled = client.get(f"/tasks/{sums['id']}?format=json").json()["samples"]
-    assert [s["subject"] for s in labelled] == ["even", "odd", "even", "odd"]
+    assert [s["subject"] for s in labelled] == [
+        "science/even",
+        "science/odd",
+        "science/even",
+        "science/odd",
+    ]
     assert f'href="/tasks/{task["id"]}"' in client.get("/tasks").text
     assert client.get("/tasks/99999").status_code == 404
     fragment = client.get("/tasks?status=DISPUTED&fragment=1").json()["html"]

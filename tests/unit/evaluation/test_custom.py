@@ -7,7 +7,12 @@ import yaml
 from quorumbench.backends.mock import MockBackend
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.benchmarks.custom import read_spec
-from quorumbench.errors import ChecksumMismatchError, DataError, InvalidSpecError
+from quorumbench.errors import (
+    ChecksumMismatchError,
+    DataError,
+    InvalidLabelsError,
+    InvalidSpecError,
+)
 from quorumbench.evaluation.backend import ChoiceResult
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import EvalConfig, evaluate
@@ -28,11 +33,14 @@ def test_multiple_choice_spec_runs_end_to_end():
     result = evaluate(bench, MockBackend(score=score), EvalConfig(n=4, seed="s"))
     assert result.score == 1.0
     assert {s.labels["subject"] for s in result.samples} == {
-        "europe",
-        "asia",
-        "americas",
-        "oceania",
+        "hass/europe",
+        "hass/asia",
+        "hass/americas",
+        "hass/oceania",
     }
+    samples = bench.samples(list(bench.sample_ids()))
+    assert all(s.chance == pytest.approx(1 / 3) for s in samples)
+    assert bench.pillar == "language"
     assert all(s.labels["format"] == "mcqa" for s in result.samples)
 
 
@@ -77,6 +85,7 @@ BASE = {
     "format": "exact-match",
     "prompt": {"version": 1, "template": "{q}"},
     "answer_field": "a",
+    "labels": {"skill": "reasoning", "subject": "science/math"},
 }
 
 
@@ -96,6 +105,19 @@ BASE = {
         ({"extract": {"kind": "regex", "pattern": "\\d+"}}, "one capturing group"),
         ({"extra_key": 1}, "extra_key: Extra inputs are not permitted"),
         ({"data": {"path": "data.jsonl", "sha256": "xyz"}}, "data.sha256: String should match"),
+        ({"pillar": "vibes"}, "pillar 'vibes' is not one of reasoning"),
+        ({"labels": {"skill": "geography", "subject": "hass"}}, "skill 'geography' is not one"),
+        ({"labels": {"skill": "knowledge", "subject": "misc"}}, "subject 'misc' does not start"),
+        ({"labels": {"skill": "knowledge", "subject": "hass", "shape": "x"}}, "labels.shape"),
+        ({"labels": {"skill": "knowledge"}}, "labels.subject: Field required"),
+        ({"data": {"url": "ftp://x.org/d.jsonl", "sha256": "0" * 64}}, "data.url must be"),
+        ({"data": {"url": "hf://datasets/o/r@main/d.jsonl", "sha256": "0" * 64}}, "pinned commit"),
+        ({"data": {"url": "https://x.org/d.csv", "sha256": "0" * 64}}, "must end in .jsonl"),
+        (
+            {"data": {"path": "d.jsonl", "url": "https://x.org/d.jsonl", "sha256": "0" * 64}},
+            "exactly one of path",
+        ),
+        ({"scorer": "!function utils.score"}, "scorer: Extra inputs are not permitted"),
     ],
 )
 def test_malformed_specs_are_rejected_precisely(tmp_path, change, message):
@@ -155,3 +177,17 @@ def test_duplicate_ids_are_rejected(tmp_path):
     path = _write_spec(tmp_path, spec, rows=[{"q": "x", "a": "1"}, {"q": "x", "a": "2"}])
     with pytest.raises(DataError, match="not unique"):
         load_benchmark(str(path), BenchmarkContext())
+
+
+def test_rendered_labels_of_every_row_are_checked(tmp_path):
+    spec = {**BASE, "labels": {"skill": "reasoning", "subject": "science/{topic}"}}
+    rows = [{"q": "1+1", "a": "2", "topic": "math"}, {"q": "x", "a": "y", "topic": "Not Kebab"}]
+    path = _write_spec(tmp_path, spec, rows=rows)
+    with pytest.raises(InvalidLabelsError, match="row 2: its labels are not in taxonomy v1"):
+        load_benchmark(str(path), BenchmarkContext())
+
+
+def test_exact_match_rows_have_no_chance_level():
+    bench = load_benchmark(str(FIXTURES / "sums.yaml"), BenchmarkContext())
+    assert {s.chance for s in bench.samples(list(bench.sample_ids()))} == {0.0}
+    assert bench.pillar == "math"

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Path, Response, status
 
 from quorumbench.api.deps import Context, CurrentPrincipal, Writer
 from quorumbench.api.params import RowId
 from quorumbench.api.schemas import (
     AccountOut,
+    GrantIn,
+    GrantOut,
     ModelOut,
     OwnedModelOut,
     OwnRunnerOut,
@@ -17,7 +20,8 @@ from quorumbench.api.schemas import (
     TokenIn,
     TokenOut,
 )
-from quorumbench.services import accounts
+from quorumbench.errors import PermissionDeniedError
+from quorumbench.services import accounts, grants
 from quorumbench.services.models import OwnedModel, owned_models
 from quorumbench.services.views.account import account_view
 
@@ -51,7 +55,20 @@ def my_account(ctx: Context, principal: CurrentPrincipal) -> AccountOut:
         models=[_owned(m) for m in view.models],
         runners=[OwnRunnerOut.model_validate(r) for r in view.runners],
         tokens=[TokenOut.model_validate(t) for t in view.tokens],
+        benchmark_create=GrantOut.model_validate(view.benchmark_create),
     )
+
+
+@router.post("/accounts/{account}/grants", response_model=GrantOut)
+def change_grant(
+    account: Annotated[str, Path(max_length=64)], body: GrantIn, ctx: Context, principal: Writer
+) -> GrantOut:
+    """Grant or revoke an account's ``benchmark:create`` permission (admin only);
+    recorded with the admin and the reason, and shown on the account's page."""
+    if not principal.acts_as_admin:
+        raise PermissionDeniedError("granting permissions needs the 'admin' scope")
+    status_ = grants.change_grant(ctx, principal.account_id, account, body.action, body.reason)
+    return GrantOut.model_validate(status_)
 
 
 @router.get("/me/models", response_model=list[OwnedModelOut])

@@ -15,7 +15,7 @@ dev_router = APIRouter(prefix="/v0/auth", tags=["auth"])
 """Mounted only with QB_INSECURE_DEV_LOGIN (create_app)."""
 
 
-Scope = Literal["task:pull", "task:submit", "model:register", "admin"]
+Scope = Literal["task:pull", "task:submit", "model:register", "benchmark:create", "admin"]
 """What a credential may do (``services.accounts.SCOPES``)."""
 Scopes = Annotated[list[Scope] | None, Field(description="Scopes wanted (default: all granted).")]
 

@@ -16,6 +16,7 @@ from quorumbench.db.models import Account, Result, Runner, RunnerKey
 from quorumbench.errors import AuthenticationError
 from quorumbench.services.accounts import Principal, TokenInfo, grantable_scopes, list_tokens
 from quorumbench.services.context import ServerContext
+from quorumbench.services.grants import GrantStatus, grant_status
 from quorumbench.services.models import OwnedModel, owned_models
 from quorumbench.services.quota import QuotaStatus, quota
 
@@ -58,6 +59,9 @@ class AccountView:
     tokens: list[TokenInfo]
     grantable: tuple[str, ...]
     """The scopes this credential may put on a new token (the site's form offers them)."""
+    benchmark_create: GrantStatus
+    """Whether the account holds ``benchmark:create``, and when, why and by whom it
+    was granted or revoked (``services/grants.py``)."""
 
 
 def own_runners(ctx: ServerContext, principal: Principal) -> list[OwnRunner]:
@@ -109,6 +113,7 @@ def account_view(ctx: ServerContext, principal: Principal) -> AccountView:
         account = session.get(Account, principal.account_id)
     if account is None:
         raise AuthenticationError("the account is gone")
+    creates = grant_status(ctx, account.id)
     return AccountView(
         account.id,
         account.name,
@@ -119,5 +124,6 @@ def account_view(ctx: ServerContext, principal: Principal) -> AccountView:
         owned_models(ctx, principal),
         own_runners(ctx, principal),
         list_tokens(ctx, principal),
-        grantable_scopes(principal),
+        grantable_scopes(principal, creates.held),
+        creates,
     )
