@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from quorumbench.cli._console import error_line, make_console
 from quorumbench.cli._hints import error_message
+from quorumbench.cli._options import DatasetsDir
 from quorumbench.cli.account_cmd import (
     account_show_command,
     token_list_command,
@@ -28,6 +29,7 @@ from quorumbench.cli.benchmark_cmd import (
     benchmark_retire_command,
     benchmark_show_command,
 )
+from quorumbench.cli.demo_cmd import demo_command
 from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.model_cmd import (
     model_list_command,
@@ -112,17 +114,6 @@ def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
     _state["debug"] = debug
-
-
-DatasetsDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--datasets-dir",
-        help="Local benchmark data laid out like shared/datasets (else QB_DATASETS_DIR, "
-        "else the Hub).",
-        file_okay=False,
-    ),
-]
 
 
 @app.command("eval")
@@ -525,66 +516,7 @@ def verify_command(
     console.print("[green]everything verifies[/]")
 
 
-@app.command("demo")
-@handle_errors
-def demo_command(
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--data-dir",
-            file_okay=False,
-            help="Keep the database here (serve it later with `quorumbench serve --data-dir "
-            "DIR`); default: a temporary directory removed on exit.",
-        ),
-    ] = None,
-    no_serve: Annotated[
-        bool, typer.Option("--no-serve", help="Exit after printing the leaderboard.")
-    ] = False,
-    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[
-        int,
-        typer.Option("--port", min=0, max=65535, help="TCP port (a free one if it is taken)."),
-    ] = 8000,
-    samples: Annotated[
-        int, typer.Option("--samples", min=1, max=200, help="Samples per task.")
-    ] = 8,
-    benchmark: Annotated[
-        list[str] | None,
-        typer.Option("--benchmark", "-b", help="Benchmarks to schedule (repeat; default: arith)."),
-    ] = None,
-    datasets_dir: DatasetsDir = None,
-    cache_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--cache-dir",
-            file_okay=False,
-            help="Cache of converted models (else QB_CACHE_DIR, else ~/.cache/quorumbench).",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=1, help="Give up waiting for consensus after (s).")
-    ] = 1200,
-) -> None:
-    """Start a server, register two real models, run three runners to consensus."""
-    from quorumbench.cli.demo_cmd import DemoOptions, run_demo
-    from quorumbench.settings import get_settings
-
-    defaults = get_settings()
-    datasets = datasets_dir or defaults.datasets_dir
-    options = DemoOptions(
-        data_dir=data_dir,
-        serve=not no_serve,
-        host=host,
-        port=port,
-        samples=samples,
-        benchmarks=benchmark or (["arith", "truthfulqa-mc1"] if datasets else ["arith"]),
-        datasets_dir=datasets,
-        cache_dir=cache_dir or defaults.cache_dir,
-        timeout_s=timeout,
-    )
-    run_demo(options, console)
-
-
+app.command("demo")(handle_errors(demo_command))
 app.command("export-site")(handle_errors(export_site_command))
 model_app.command("register")(handle_errors(model_register_command))
 model_app.command("list")(handle_errors(model_list_command))

@@ -30,14 +30,16 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
 import httpx
+import typer
 from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from quorumbench.cli._console import escape
+from quorumbench.cli._console import escape, make_console
+from quorumbench.cli._options import DatasetsDir
 from quorumbench.errors import ConfigError, ConflictError, QuorumError
 from quorumbench.protocol import TaskStatus
 from quorumbench.runner.client import ServerClient
@@ -465,3 +467,60 @@ def _serve_until_interrupted(thread: threading.Thread) -> None:
             thread.join(timeout=0.5)
     except KeyboardInterrupt:
         return
+
+
+def demo_command(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            file_okay=False,
+            help="Keep the database here (serve it later with `quorumbench serve --data-dir "
+            "DIR`); default: a temporary directory removed on exit.",
+        ),
+    ] = None,
+    no_serve: Annotated[
+        bool, typer.Option("--no-serve", help="Exit after printing the leaderboard.")
+    ] = False,
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option("--port", min=0, max=65535, help="TCP port (a free one if it is taken)."),
+    ] = 8000,
+    samples: Annotated[
+        int, typer.Option("--samples", min=1, max=200, help="Samples per task.")
+    ] = 8,
+    benchmark: Annotated[
+        list[str] | None,
+        typer.Option("--benchmark", "-b", help="Benchmarks to schedule (repeat; default: arith)."),
+    ] = None,
+    datasets_dir: DatasetsDir = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache-dir",
+            file_okay=False,
+            help="Cache of converted models (else QB_CACHE_DIR, else ~/.cache/quorumbench).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Give up waiting for consensus after (s).")
+    ] = 1200,
+) -> None:
+    """Start a server, register two real models, run three runners to consensus."""
+    from quorumbench.settings import get_settings
+
+    defaults = get_settings()
+    datasets = datasets_dir or defaults.datasets_dir
+    options = DemoOptions(
+        data_dir=data_dir,
+        serve=not no_serve,
+        host=host,
+        port=port,
+        samples=samples,
+        benchmarks=benchmark or (["arith", "truthfulqa-mc1"] if datasets else ["arith"]),
+        datasets_dir=datasets,
+        cache_dir=cache_dir or defaults.cache_dir,
+        timeout_s=timeout,
+    )
+    run_demo(options, make_console())
