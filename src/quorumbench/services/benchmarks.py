@@ -24,7 +24,7 @@ from quorumbench.benchmarks import DEFAULT_PILLARS, load_benchmark
 from quorumbench.benchmarks.custom import benchmark_from_spec
 from quorumbench.core.taxonomy import PILLARS, normalised_weights, pillar_problem
 from quorumbench.db.models import Benchmark as BenchmarkRow
-from quorumbench.errors import ConfigError
+from quorumbench.errors import ConfigError, QuorumError
 from quorumbench.evaluation.benchmark import Benchmark, BenchmarkContext
 from quorumbench.evaluation.remote_data import FetchPolicy
 from quorumbench.evaluation.spec import parse_spec
@@ -182,11 +182,36 @@ def ensure_benchmarks(ctx: ServerContext, names: list[str]) -> list[BenchmarkRow
         for row in session.scalars(configured):
             if row.id not in current:
                 row.active = False
+        created = select(BenchmarkRow).where(BenchmarkRow.active, BenchmarkRow.spec.is_not(None))
+        for row in session.scalars(created):
+            row.pillar = _created_pillar(ctx, row)
+            if row.pillar is not None:
+                pillars[row.name] = row.pillar
         session.flush()
         fill_chance_sums(ctx, session)
         sync_aggregates(ctx, session)
     _warn_uncovered(ctx, set(pillars.values()))
     return rows
+
+
+def _created_pillar(ctx: ServerContext, row: BenchmarkRow) -> str | None:
+    """The pillar of an active benchmark created through the API, loading it (data from
+    the cache, else its URL) so that its tasks' chance levels are known when they are
+    finalized. Data that cannot be had now is logged, not fatal: the scheduler leaves
+    the benchmark out until it can be loaded (its spec still names the pillar)."""
+    try:
+        return pillar_of(ctx, loaded(ctx, row.name, row.version))
+    except QuorumError as exc:
+        event(
+            log,
+            "benchmark.unavailable",
+            level=logging.WARNING,
+            benchmark=row.name,
+            version=row.version,
+            reason=str(exc)[:300],
+        )
+        spec_pillar = (row.spec or {}).get("pillar")
+        return ctx.settings.pillars.get(row.name) or (str(spec_pillar) if spec_pillar else None)
 
 
 def _warn_uncovered(ctx: ServerContext, covered: set[str]) -> None:

@@ -37,7 +37,7 @@ from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.remote_data import fetch_verified, keep_in_cache
 from quorumbench.evaluation.spec import BenchmarkSpec, parse_spec
 from quorumbench.services.accounts import Principal
-from quorumbench.services.benchmarks import data_cache_dir, fetch_policy
+from quorumbench.services.benchmarks import data_cache_dir, fetch_policy, pillar_of
 from quorumbench.services.context import ServerContext
 from quorumbench.services.grants import require_benchmark_create
 from quorumbench.services.leaderboard import sync_aggregates
@@ -146,6 +146,7 @@ def create_benchmark(ctx: ServerContext, principal: Principal, raw: object) -> B
                 owner_id=principal.account_id,
                 first_epoch=epoch_index(ctx, now) + 1,
                 retired_at=None,
+                pillar=pillar_of(ctx, bench),
             )
             session.add(row)
             session.flush()
@@ -162,7 +163,7 @@ def create_benchmark(ctx: ServerContext, principal: Principal, raw: object) -> B
 def _info(session: Any, row: BenchmarkRow) -> BenchmarkInfo:
     owner = session.get(Account, row.owner_id) if row.owner_id is not None else None
     spec = row.spec
-    pillar = spec.get("pillar") if spec is not None else None
+    pillar = row.pillar or (spec.get("pillar") if spec is not None else None)
     return BenchmarkInfo(
         name=row.name,
         version=row.version,

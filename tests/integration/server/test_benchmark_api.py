@@ -160,6 +160,9 @@ def test_a_benchmark_is_created_scheduled_from_the_next_epoch_and_survives_resta
         assert made.status_code == 201, made.text
         body = made.json()
         assert body["origin"] == "api" and body["owner"] == "maker" and body["pillar"] == "math"
+        with ctx.db.read() as session:
+            made_row = session.scalars(select(Benchmark).where(Benchmark.name == "tiny-sums"))
+            assert made_row.one().pillar == "math"  # counts in the aggregate at once
         assert body["dataset_sha256"] == SHA and body["source_url"] == f"{files}/data.jsonl"
         shown = client.get("/v0/benchmarks/tiny-sums").json()
         assert shown["spec"]["labels"]["subject"] == "science/{topic}"
@@ -211,6 +214,10 @@ def test_a_benchmark_is_created_scheduled_from_the_next_epoch_and_survives_resta
         with again.db.read() as session:
             row = session.scalars(select(Benchmark).where(Benchmark.name == "tiny-sums")).one()
             assert row.active and row.retired_at is None
+            # its pillar counts in the aggregate, and it is loaded at startup so that its
+            # tasks' chance levels are known when they are finalized
+            assert row.pillar == "math"
+        assert "tiny-sums" in again.loaded_benchmarks
         assert loaded(again, "tiny-sums").sample_ids() == [f"q{i}" for i in range(6)]
         assert (data_cache_dir(again.settings) / f"{SHA}.data").exists()
     finally:
