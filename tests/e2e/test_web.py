@@ -198,7 +198,7 @@ def test_compare_shows_two_models_and_marks_separated_intervals(page, server, se
     assert page.locator("#compare tbody tr.separated").count() >= 1
     # per subject: sums' even samples (1.0 against 0.3 over ten samples each) differ
     subjects = page.locator("table.subjects[data-benchmark=sums] tbody tr")
-    assert subjects.all_inner_texts()[0].split("\t")[0] == "even"
+    assert subjects.all_inner_texts()[0].split("\t")[0] == "science/even"
     even = subjects.filter(has_text="even")
     assert even.locator(".badge.differ").count() == 1
     assert even.locator("td").first.inner_text().startswith("1.000")
