@@ -1,0 +1,133 @@
+"""gen-language: generated grammaticality minimal pairs, scored as BLiMP is.
+
+Each item is two sentences that differ in one word or in the order of two adjacent
+words; the model should give the grammatical one the higher total log-likelihood
+(chance 1/2). Three item types, one third each (the ``source_category`` label):
+
+* ``agreement``: subject–verb agreement across an attractor of the other number
+  ("The keys to the cabinet are / is on the table.");
+* ``determiner-noun``: a demonstrative that must agree with its noun
+  ("Ada is cleaning these chairs." / "... this chairs.");
+* ``word-order``: two adjacent words swapped ("Ada read the old book." /
+  "Ada read old the book.", "Ada will visit the museum." / "Ada visit will the
+  museum."), so both sentences have the same words.
+
+The context every sentence continues is the fixed word ``Sentence:``: it is the same
+for both options, so the comparison is BLiMP's, and it keeps the first word of a
+sentence scoreable on endpoints that echo log-probabilities. The letter-choice
+prompt asks which sentence is grammatically correct. The grammatical sentence is
+first or second with equal probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from quorumbench.benchmarks._generated import (
+    ChoiceItem,
+    Draw,
+    GeneratedChoiceBenchmark,
+    with_gold_at,
+)
+from quorumbench.benchmarks.gen_reasoning import NAMES
+from quorumbench.evaluation.benchmark import Labels
+
+GENERATOR = "quorumbench-gen-language-v1"
+CONTEXT = "Sentence:"
+QUESTION = "Which sentence is grammatically correct?"
+NOUNS = (
+    "key", "book", "chair", "lamp", "window", "door", "picture", "bottle", "letter",
+    "cup", "plate", "drawer", "cabinet", "desk", "painting", "mirror", "basket",
+    "blanket", "jar", "bag", "ticket", "sign", "card", "map",
+)  # fmt: skip
+PREPOSITIONS = ("near", "behind", "beside", "under", "next to", "above")
+BE_PREDICATES = ("on the table", "in the hall", "very old", "still missing", "quite heavy")
+HAVE_PREDICATES = ("been cleaned", "been moved", "been painted", "been sold")
+VERBS = ("cleaning", "moving", "painting", "selling", "buying", "fixing")
+OBJECTS = (("bought", "lamp"), ("found", "map"), ("sold", "desk"), ("moved", "chair"))
+ADJECTIVES = ("old", "new", "small", "large", "red", "blue", "heavy", "cheap")
+MODALS = ("will", "can", "should", "might", "must", "could")
+PLACES = (
+    ("visit", "museum"), ("paint", "fence"), ("clean", "kitchen"), ("fix", "bicycle"),
+    ("open", "window"), ("read", "letter"), ("call", "bakery"), ("sell", "piano"),
+)  # fmt: skip
+
+
+def _number(noun: str, plural: bool) -> str:
+    return noun + "s" if plural else noun
+
+
+def _item(good: str, bad: str, kind: str, d: Draw) -> ChoiceItem:
+    options, gold = with_gold_at(d, good, [bad])
+    labels = Labels(
+        skill="knowledge",
+        subject="hass/linguistics",
+        format="binary",
+        source_category=kind,
+    )
+    return ChoiceItem(CONTEXT, QUESTION, options, gold, labels)
+
+
+def _agreement(d: Draw) -> ChoiceItem:
+    head, attractor = d.distinct(NOUNS, 2)
+    plural = d.below(2) == 0  # the head's number; the attractor has the other one
+    subject = (
+        f"The {_number(head, plural)} {d.pick(PREPOSITIONS)} the {_number(attractor, not plural)}"
+    )
+    tense = d.below(3)
+    if tense == 2:
+        verbs, predicate = ("have", "has"), d.pick(HAVE_PREDICATES)
+    else:
+        verbs, predicate = (("are", "is"), ("were", "was"))[tense], d.pick(BE_PREDICATES)
+    right, wrong = verbs if plural else verbs[::-1]
+    return _item(
+        f"{subject} {right} {predicate}.", f"{subject} {wrong} {predicate}.", "agreement", d
+    )
+
+
+def _determiner_noun(d: Draw) -> ChoiceItem:
+    name, verb, noun = d.pick(NAMES), d.pick(VERBS), d.pick(NOUNS)
+    plural = d.below(2) == 0
+    singular, plural_form = d.pick((("this", "these"), ("that", "those")))
+    right, wrong = (plural_form, singular) if plural else (singular, plural_form)
+    rest = _number(noun, plural)
+    return _item(
+        f"{name} is {verb} {right} {rest}.",
+        f"{name} is {verb} {wrong} {rest}.",
+        "determiner-noun",
+        d,
+    )
+
+
+def _word_order(d: Draw) -> ChoiceItem:
+    name = d.pick(NAMES)
+    if d.below(2) == 0:
+        verb, noun = d.pick(OBJECTS)
+        adjective = d.pick(ADJECTIVES)
+        good = f"{name} {verb} the {adjective} {noun}."
+        bad = f"{name} {verb} {adjective} the {noun}."
+    else:
+        modal = d.pick(MODALS)
+        verb, place = d.pick(PLACES)
+        good = f"{name} {modal} {verb} the {place}."
+        bad = f"{name} {verb} {modal} the {place}."
+    return _item(good, bad, "word-order", d)
+
+
+_KINDS: tuple[Callable[[Draw], ChoiceItem], ...] = (_agreement, _determiner_noun, _word_order)
+
+
+def generate_item(item_id: str) -> ChoiceItem:
+    """The item with this id; a pure function."""
+    d = Draw(GENERATOR, item_id)
+    return _KINDS[d.below(len(_KINDS))](d)
+
+
+class GenLanguageBenchmark(GeneratedChoiceBenchmark):
+    """Generated grammaticality minimal pairs (language pillar)."""
+
+    name = "gen-language"
+    generator = GENERATOR
+
+    def item(self, item_id: str) -> ChoiceItem:
+        return generate_item(item_id)
