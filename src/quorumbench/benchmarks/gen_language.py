@@ -46,6 +46,12 @@ HAVE_PREDICATES = ("been cleaned", "been moved", "been painted", "been sold")
 VERBS = ("cleaning", "moving", "painting", "selling", "buying", "fixing")
 OBJECTS = (("bought", "lamp"), ("found", "map"), ("sold", "desk"), ("moved", "chair"))
 ADJECTIVES = ("old", "new", "small", "large", "red", "blue", "heavy", "cheap")
+PEOPLE = ("teacher", "guard", "student", "painter", "driver", "visitor", "neighbour")
+PAST_VERBS = ("found", "moved", "cleaned", "sold", "painted", "bought", "fixed")
+PARTICIPLES = (
+    ("seen", "film"), ("visited", "museum"), ("read", "letter"), ("opened", "door"),
+    ("cleaned", "kitchen"), ("painted", "fence"),
+)  # fmt: skip
 MODALS = ("will", "can", "should", "might", "must", "could")
 PLACES = (
     ("visit", "museum"), ("paint", "fence"), ("clean", "kitchen"), ("fix", "bicycle"),
@@ -68,21 +74,40 @@ def _item(good: str, bad: str, kind: str, d: Draw) -> ChoiceItem:
     return ChoiceItem(CONTEXT, QUESTION, options, gold, labels)
 
 
-def _agreement(d: Draw) -> ChoiceItem:
-    head, attractor = d.distinct(NOUNS, 2)
-    plural = d.below(2) == 0  # the head's number; the attractor has the other one
-    subject = (
-        f"The {_number(head, plural)} {d.pick(PREPOSITIONS)} the {_number(attractor, not plural)}"
-    )
+def _agreeing(d: Draw, subject: str, plural: bool, kind: str) -> ChoiceItem:
+    """The pair ``<subject> <verb> <predicate>.`` with a verb that does and one that
+    does not agree with a subject of this number."""
     tense = d.below(3)
     if tense == 2:
         verbs, predicate = ("have", "has"), d.pick(HAVE_PREDICATES)
     else:
         verbs, predicate = (("are", "is"), ("were", "was"))[tense], d.pick(BE_PREDICATES)
     right, wrong = verbs if plural else verbs[::-1]
-    return _item(
-        f"{subject} {right} {predicate}.", f"{subject} {wrong} {predicate}.", "agreement", d
+    return _item(f"{subject} {right} {predicate}.", f"{subject} {wrong} {predicate}.", kind, d)
+
+
+def _agreement(d: Draw) -> ChoiceItem:
+    head, attractor = d.distinct(NOUNS, 2)
+    plural = d.below(2) == 0  # the head's number; the attractor has the other one
+    subject = (
+        f"The {_number(head, plural)} {d.pick(PREPOSITIONS)} the {_number(attractor, not plural)}"
     )
+    return _agreeing(d, subject, plural, "agreement")
+
+
+def _agreement_relative(d: Draw) -> ChoiceItem:
+    head, person = d.pick(NOUNS), d.pick(PEOPLE)
+    plural = d.below(2) == 0  # the head's number; the relative clause's subject has the other
+    subject = (
+        f"The {_number(head, plural)} that the {_number(person, not plural)} {d.pick(PAST_VERBS)}"
+    )
+    return _agreeing(d, subject, plural, "agreement-relative")
+
+
+def _npi(d: Draw) -> ChoiceItem:
+    participle, noun = d.pick(PARTICIPLES)
+    rest = f"has ever {participle} the {noun}."
+    return _item(f"Nobody {rest}", f"Somebody {rest}", "npi", d)
 
 
 def _determiner_noun(d: Draw) -> ChoiceItem:
@@ -90,7 +115,7 @@ def _determiner_noun(d: Draw) -> ChoiceItem:
     plural = d.below(2) == 0
     singular, plural_form = d.pick((("this", "these"), ("that", "those")))
     right, wrong = (plural_form, singular) if plural else (singular, plural_form)
-    rest = _number(noun, plural)
+    rest = f"{d.pick(ADJECTIVES)} {_number(noun, plural)}"
     return _item(
         f"{name} is {verb} {right} {rest}.",
         f"{name} is {verb} {wrong} {rest}.",
@@ -114,7 +139,13 @@ def _word_order(d: Draw) -> ChoiceItem:
     return _item(good, bad, "word-order", d)
 
 
-_KINDS: tuple[Callable[[Draw], ChoiceItem], ...] = (_agreement, _determiner_noun, _word_order)
+_KINDS: tuple[Callable[[Draw], ChoiceItem], ...] = (
+    _agreement,
+    _agreement_relative,
+    _determiner_noun,
+    _word_order,
+    _npi,
+)
 
 
 def generate_item(item_id: str) -> ChoiceItem:
