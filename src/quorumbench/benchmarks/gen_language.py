@@ -46,6 +46,15 @@ HAVE_PREDICATES = ("been cleaned", "been moved", "been painted", "been sold")
 VERBS = ("cleaning", "moving", "painting", "selling", "buying", "fixing")
 OBJECTS = (("bought", "lamp"), ("found", "map"), ("sold", "desk"), ("moved", "chair"))
 ADJECTIVES = ("old", "new", "small", "large", "red", "blue", "heavy", "cheap")
+QUANTIFIERS = (
+    ("One of the {}", False),
+    ("Each of the {}", False),
+    ("Every one of the {}", False),
+    ("Several of the {}", True),
+    ("Both of the {}", True),
+    ("Many of the {}", True),
+)
+"""Quantified subjects over a plural noun, and whether the subject is plural."""
 PEOPLE = ("teacher", "guard", "student", "painter", "driver", "visitor", "neighbour")
 PAST_VERBS = ("found", "moved", "cleaned", "sold", "painted", "bought", "fixed")
 PARTICIPLES = (
@@ -104,6 +113,12 @@ def _agreement_relative(d: Draw) -> ChoiceItem:
     return _agreeing(d, subject, plural, "agreement-relative")
 
 
+def _agreement_quantifier(d: Draw) -> ChoiceItem:
+    plural_noun = _number(d.pick(NOUNS), True)
+    quantifier, plural = d.pick(QUANTIFIERS)
+    return _agreeing(d, quantifier.format(plural_noun), plural, "agreement-quantifier")
+
+
 def _npi(d: Draw) -> ChoiceItem:
     participle, noun = d.pick(PARTICIPLES)
     rest = f"has ever {participle} the {noun}."
@@ -142,6 +157,7 @@ def _word_order(d: Draw) -> ChoiceItem:
 _KINDS: tuple[Callable[[Draw], ChoiceItem], ...] = (
     _agreement,
     _agreement_relative,
+    _agreement_quantifier,
     _determiner_noun,
     _word_order,
     _npi,
