@@ -79,20 +79,32 @@ def holds(statement: Statement, model: frozenset[int]) -> bool:
     return any(r & s and not r & p for r in model)
 
 
+_MODELS = tuple(frozenset(r for r in range(8) if mask >> r & 1) for mask in range(256))
+"""Every model: model ``i`` occupies region ``r`` when bit ``r`` of ``i`` is set."""
+
+
 @functools.cache
-def _models(nonempty: bool) -> tuple[frozenset[int], ...]:
-    every = [frozenset(r for r in range(8) if mask >> r & 1) for mask in range(256)]
-    if not nonempty:
-        return tuple(every)
-    return tuple(m for m in every if all(any(r & t for r in m) for t in (X, Y, Z)))
+def _truth(statement: Statement) -> int:
+    """The models in which ``statement`` holds, as a 256-bit set."""
+    return sum(1 << i for i, model in enumerate(_MODELS) if holds(statement, model))
+
+
+@functools.cache
+def _domain(nonempty: bool) -> int:
+    """All models, or those in which every term is non-empty, as a 256-bit set."""
+    return sum(
+        1 << i
+        for i, model in enumerate(_MODELS)
+        if not nonempty or all(any(r & t for r in model) for t in (X, Y, Z))
+    )
 
 
 def judgement(premises: tuple[Statement, Statement], claim: Statement, nonempty: bool) -> Answer:
     """Whether the premises make ``claim`` true, false or leave it unknown."""
-    values = {holds(claim, m) for m in _models(nonempty) if all(holds(p, m) for p in premises)}
-    if values == {True}:
+    models = _domain(nonempty) & _truth(premises[0]) & _truth(premises[1])
+    if models and not models & ~_truth(claim):
         return "true"
-    return "false" if values == {False} else "unknown"
+    return "false" if models and not models & _truth(claim) else "unknown"
 
 
 def _statements(a: int, b: int) -> list[Statement]:
@@ -101,7 +113,7 @@ def _statements(a: int, b: int) -> list[Statement]:
 
 
 def _consistent(premises: tuple[Statement, Statement]) -> bool:
-    return any(all(holds(p, m) for p in premises) for m in _models(True))
+    return bool(_domain(True) & _truth(premises[0]) & _truth(premises[1]))
 
 
 @functools.cache
