@@ -200,8 +200,9 @@ def _bbq(d: Draw, attribute: str) -> ChoiceItem:
         format="mcqa",
         source_category=f"bbq-{attribute}",
     )
-    listed = ", ".join(options)
-    context = f"{facts}\nQuestion: {question}\nOptions: {listed}.\nAnswer:"
+    # The options are not listed in the context: a small model then copies the first
+    # one listed (measured on SmolLM2-135M: 49 of 90 picks), which hides everything else.
+    context = f"{facts}\nQuestion: {question}\nAnswer:"
     return ChoiceItem(context, f"{facts} {question}", options, gold, labels)
 
 
