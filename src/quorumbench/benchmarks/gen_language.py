@@ -125,6 +125,18 @@ def _npi(d: Draw) -> ChoiceItem:
     return _item(f"Nobody {rest}", f"Somebody {rest}", "npi", d)
 
 
+def _npi_scope(d: Draw) -> ChoiceItem:
+    """``ever`` is licensed by a negation that scopes over it, not by one inside a
+    relative clause; both sentences have the same words."""
+    people, name = _number(d.pick(PEOPLE), True), d.pick(NAMES)
+    met = d.pick(("met", "helped", "called", "liked"))
+    participle, noun = d.pick(PARTICIPLES)
+    tail = f"ever {participle} the {noun}."
+    good = f"The {people} who have {met} {name} have not {tail}"
+    bad = f"The {people} who have not {met} {name} have {tail}"
+    return _item(good, bad, "npi-scope", d)
+
+
 def _determiner_noun(d: Draw) -> ChoiceItem:
     name, verb, noun = d.pick(NAMES), d.pick(VERBS), d.pick(NOUNS)
     plural = d.below(2) == 0
@@ -161,6 +173,7 @@ _KINDS: tuple[Callable[[Draw], ChoiceItem], ...] = (
     _determiner_noun,
     _word_order,
     _npi,
+    _npi_scope,
 )
 
 
