@@ -126,12 +126,12 @@ def _npi(d: Draw) -> ChoiceItem:
 
 
 def _npi_scope(d: Draw) -> ChoiceItem:
-    """``ever`` is licensed by a negation that scopes over it, not by one inside a
-    relative clause; both sentences have the same words."""
+    """``yet`` needs a negation that scopes over it, not one inside a relative clause;
+    both sentences have the same words."""
     people, name = _number(d.pick(PEOPLE), True), d.pick(NAMES)
     met = d.pick(("met", "helped", "called", "liked"))
     participle, noun = d.pick(PARTICIPLES)
-    tail = f"ever {participle} the {noun}."
+    tail = f"{participle} the {noun} yet."
     good = f"The {people} who have {met} {name} have not {tail}"
     bad = f"The {people} who have not {met} {name} have {tail}"
     return _item(good, bad, "npi-scope", d)
