@@ -1,16 +1,24 @@
 """gen-language: generated grammaticality minimal pairs, scored as BLiMP is.
 
-Each item is two sentences that differ in one word or in the order of two adjacent
-words; the model should give the grammatical one the higher total log-likelihood
-(chance 1/2). Three item types, one third each (the ``source_category`` label):
+Each item is two sentences that differ in one word or only in word order; the model
+should give the grammatical one the higher total log-likelihood (chance 1/2). Seven
+item types, one seventh each (the ``source_category`` label):
 
-* ``agreement``: subject–verb agreement across an attractor of the other number
-  ("The keys to the cabinet are / is on the table.");
-* ``determiner-noun``: a demonstrative that must agree with its noun
-  ("Ada is cleaning these chairs." / "... this chairs.");
-* ``word-order``: two adjacent words swapped ("Ada read the old book." /
-  "Ada read old the book.", "Ada will visit the museum." / "Ada visit will the
-  museum."), so both sentences have the same words.
+* ``agreement``: subject–verb agreement across a prepositional attractor of the
+  other number ("The keys near the cabinet are / is very old.");
+* ``agreement-relative``: across an object relative clause whose subject has the
+  other number ("The lamp that the guards moved has / have been sold.");
+* ``agreement-quantifier``: a quantified subject over a plural noun ("One of the
+  doors is / are on the table.");
+* ``npi``: "Nobody / Somebody has ever seen the film.";
+* ``npi-scope``: "yet" needs a negation that scopes over it ("The guards who have
+  met Ada have not seen the film yet." / "The guards who have not met Ada have seen
+  the film yet.");
+* ``determiner-noun``: this/these, that/those must agree with the noun after an
+  adjective ("Ada is cleaning these old chairs." / "... this old chairs.");
+* ``word-order``: two adjacent words swapped ("Ada found the large map." / "Ada
+  found large the map.", "Ada will visit the museum." / "Ada visit will the
+  museum.").
 
 The context every sentence continues is the fixed word ``Sentence:``: it is the same
 for both options, so the comparison is BLiMP's, and it keeps the first word of a
