@@ -18,6 +18,9 @@ BenchmarkFactory = Callable[[BenchmarkContext], Benchmark]
 
 _BUILTINS = {
     "arith": "quorumbench.benchmarks.arith:ArithBenchmark",
+    "gen-language": "quorumbench.benchmarks.gen_language:GenLanguageBenchmark",
+    "gen-reasoning": "quorumbench.benchmarks.gen_reasoning:GenReasoningBenchmark",
+    "gen-safety": "quorumbench.benchmarks.gen_safety:GenSafetyBenchmark",
     "gsm8k": "quorumbench.benchmarks.gsm8k:Gsm8kBenchmark",
     "humaneval": "quorumbench.benchmarks.humaneval:HumanEvalBenchmark",
     "mbpp": "quorumbench.benchmarks.mbpp:MbppBenchmark",
@@ -34,6 +37,9 @@ _BUILTINS = {
 
 DEFAULT_PILLARS = {
     "arith": "math",
+    "gen-language": "language",
+    "gen-reasoning": "reasoning",
+    "gen-safety": "safety",
     "gsm8k": "math",
     "humaneval": "coding",
     "mbpp": "coding",

@@ -8,13 +8,12 @@ three operations over small whole numbers; every answer is a whole number.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from quorumbench.benchmarks._generated import Draw, generated_sha256, is_pool_id, pool_ids
 from quorumbench.benchmarks._math import Exemplar, math_request, score_number
-from quorumbench.core.canonical import sha256_hex
 from quorumbench.errors import ConfigError, DataError
 from quorumbench.evaluation.backend import ChoiceResult, GenerateRequest, GenerateResult
 from quorumbench.evaluation.benchmark import (
@@ -41,25 +40,6 @@ _THINGS = (
 )  # fmt: skip
 
 
-class _Draw:
-    """Deterministic integers from SHA-256 of (generator, id, counter)."""
-
-    def __init__(self, item_id: str) -> None:
-        self._id = item_id
-        self._counter = 0
-
-    def below(self, n: int) -> int:
-        digest = hashlib.sha256(f"{GENERATOR}\0{self._id}\0{self._counter}".encode()).digest()
-        self._counter += 1
-        return int.from_bytes(digest[:8], "big") % n
-
-    def between(self, low: int, high: int) -> int:
-        return low + self.below(high - low + 1)
-
-    def pick(self, options: Sequence[str]) -> str:
-        return options[self.below(len(options))]
-
-
 @dataclass(frozen=True)
 class ArithItem:
     question: str
@@ -68,7 +48,7 @@ class ArithItem:
     subject: str
 
 
-def _add_sub(d: _Draw, name: str, thing: str) -> ArithItem:
+def _add_sub(d: Draw, name: str, thing: str) -> ArithItem:
     a, b = d.between(5, 99), d.between(2, 60)
     c = d.between(1, a + b - 1)
     total = a + b - c
@@ -82,7 +62,7 @@ def _add_sub(d: _Draw, name: str, thing: str) -> ArithItem:
     )
 
 
-def _multiply(d: _Draw, name: str, thing: str) -> ArithItem:
+def _multiply(d: Draw, name: str, thing: str) -> ArithItem:
     boxes, per = d.between(2, 12), d.between(2, 25)
     extra = d.between(0, 30)
     total = boxes * per + extra
@@ -96,7 +76,7 @@ def _multiply(d: _Draw, name: str, thing: str) -> ArithItem:
     )
 
 
-def _divide(d: _Draw, name: str, thing: str) -> ArithItem:
+def _divide(d: Draw, name: str, thing: str) -> ArithItem:
     friends, share = d.between(2, 9), d.between(2, 20)
     kept = d.between(1, 15)
     total = friends * share + kept
@@ -110,7 +90,7 @@ def _divide(d: _Draw, name: str, thing: str) -> ArithItem:
     )
 
 
-def _multi_step(d: _Draw, name: str, thing: str) -> ArithItem:
+def _multi_step(d: Draw, name: str, thing: str) -> ArithItem:
     days, per_day = d.between(2, 7), d.between(3, 15)
     lost, bonus = d.between(1, days * per_day - 1), d.between(2, 4)
     kept = days * per_day - lost
@@ -125,7 +105,7 @@ def _multi_step(d: _Draw, name: str, thing: str) -> ArithItem:
     )
 
 
-_KINDS: tuple[Callable[[_Draw, str, str], ArithItem], ...] = (
+_KINDS: tuple[Callable[[Draw, str, str], ArithItem], ...] = (
     _add_sub,
     _multiply,
     _divide,
@@ -135,7 +115,7 @@ _KINDS: tuple[Callable[[_Draw, str, str], ArithItem], ...] = (
 
 def generate_item(item_id: str) -> ArithItem:
     """The item with this id; a pure function."""
-    d = _Draw(item_id)
+    d = Draw(GENERATOR, item_id)
     kind = _KINDS[d.below(len(_KINDS))]
     return kind(d, d.pick(_NAMES), d.pick(_THINGS))
 
@@ -161,7 +141,7 @@ class ArithBenchmark:
 
     @property
     def dataset_sha256(self) -> str:
-        return sha256_hex(f"{GENERATOR}\0{POOL_SIZE}")
+        return generated_sha256(GENERATOR, POOL_SIZE)
 
     @property
     def source(self) -> DataSourceInfo:
@@ -172,12 +152,12 @@ class ArithBenchmark:
         return {"shots": self._shots, "max_new_tokens": self._max_new_tokens}
 
     def sample_ids(self) -> Sequence[str]:
-        return [f"{i:05d}" for i in range(POOL_SIZE)]
+        return pool_ids(POOL_SIZE)
 
     def samples(self, ids: Sequence[str]) -> list[Sample]:
         out = []
         for sample_id in ids:
-            if not (len(sample_id) == 5 and sample_id.isdigit()):
+            if not is_pool_id(sample_id, POOL_SIZE):
                 raise DataError(f"arith has no sample {sample_id!r}")
             item = generate_item(sample_id)
             labels = Labels(
