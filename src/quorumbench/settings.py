@@ -173,6 +173,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+DEFAULT_BENCHMARKS = (
+    "gsm8k",
+    "truthfulqa-mc1",
+    "arith",
+    "gen-reasoning",
+    "humaneval",
+    "gen-language",
+    "gen-safety",
+)
+"""The server's default benchmarks: seed 000's MVP (GSM8K and TruthfulQA, read from
+the Hub or ``datasets_dir``) and one offline benchmark per pillar (math: arith,
+reasoning: gen-reasoning, coding: humaneval, language: gen-language, safety:
+gen-safety)."""
+
+
 class ServerSettings(BaseSettings):
     """Settings of ``quorumbench serve`` (environment prefix ``QB_``, nested ``__``)."""
 
@@ -230,8 +245,9 @@ class ServerSettings(BaseSettings):
         10, ge=0, description="The ranks whose order gets the deepest tier (top k)."
     )
     benchmarks: list[str] = Field(
-        default_factory=lambda: ["arith"],
-        description="Benchmarks registered and scheduled at startup.",
+        default_factory=lambda: list(DEFAULT_BENCHMARKS),
+        description="Benchmarks registered and scheduled at startup (default: seed 000's "
+        "MVP, gsm8k and truthfulqa-mc1, plus one offline benchmark per pillar).",
     )
     pillars: dict[str, str] = Field(
         default_factory=dict,

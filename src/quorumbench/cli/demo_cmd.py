@@ -51,6 +51,9 @@ BUNDLED_REF = "bundled:smollm2-135m-instruct"
 ADAPTER_SEED = 20261122
 ADAPTER_NAME = "smollm2-135m-instruct-lora-demo"
 BASE_NAME = "SmolLM2-135M-Instruct"
+DEMO_BENCHMARKS = ("arith", "gen-reasoning", "humaneval", "gen-language", "gen-safety")
+"""One offline benchmark per pillar (math, reasoning, coding, language, safety): a
+five-pillar board with nothing to download."""
 
 
 @dataclass
@@ -59,8 +62,8 @@ class DemoOptions:
     serve: bool = True
     host: str = "127.0.0.1"
     port: int = 8000
-    samples: int = 8
-    benchmarks: list[str] = field(default_factory=lambda: ["arith"])
+    samples: int = 5
+    benchmarks: list[str] = field(default_factory=lambda: list(DEMO_BENCHMARKS))
     datasets_dir: Path | None = None
     cache_dir: Path | None = None
     timeout_s: float = 1200.0
@@ -150,9 +153,10 @@ def run_demo(options: DemoOptions, console: Console) -> None:
         if options.data_dir is not None:
             console.print(
                 escape(
-                    f"the database stays in {data_dir}; serve it again with "
-                    f"`quorumbench serve --data-dir {data_dir}` (with the development "
-                    "sign-in: `QB_INSECURE_DEV_LOGIN=1 quorumbench serve …` on 127.0.0.1)"
+                    f"the database stays in {data_dir}; serve it again with its benchmarks: "
+                    f"`QB_BENCHMARKS='{json.dumps(settings.benchmarks)}' quorumbench serve "
+                    f"--data-dir {data_dir}` (with the development sign-in: "
+                    "`QB_INSECURE_DEV_LOGIN=1 QB_BENCHMARKS=… quorumbench serve …` on 127.0.0.1)"
                 ),
                 highlight=False,
             )
@@ -489,10 +493,15 @@ def demo_command(
     ] = 8000,
     samples: Annotated[
         int, typer.Option("--samples", min=1, max=200, help="Samples per task.")
-    ] = 8,
+    ] = 5,
     benchmark: Annotated[
         list[str] | None,
-        typer.Option("--benchmark", "-b", help="Benchmarks to schedule (repeat; default: arith)."),
+        typer.Option(
+            "--benchmark",
+            "-b",
+            help="Benchmarks to schedule (repeat; default: one offline benchmark per "
+            "pillar: " + ", ".join(DEMO_BENCHMARKS) + ").",
+        ),
     ] = None,
     datasets_dir: DatasetsDir = None,
     cache_dir: Annotated[
@@ -518,7 +527,7 @@ def demo_command(
         host=host,
         port=port,
         samples=samples,
-        benchmarks=benchmark or (["arith", "truthfulqa-mc1"] if datasets else ["arith"]),
+        benchmarks=benchmark or list(DEMO_BENCHMARKS),
         datasets_dir=datasets,
         cache_dir=cache_dir or defaults.cache_dir,
         timeout_s=timeout,

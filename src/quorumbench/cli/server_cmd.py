@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from quorumbench.core.taxonomy import PILLARS
 from quorumbench.errors import ConfigError, QuorumError
 
 
@@ -311,14 +312,17 @@ def leaderboard(server: str, benchmark: str | None, limit: int, console: Console
 
 def print_leaderboard(console: Console, rows: list[dict[str, Any]], title: str) -> None:
     """The API's rows as a table: the rank and the range of ranks the 95% intervals
-    allow (``rank_best``–``rank_worst``); an unranked aggregate row says which pillars
-    it misses."""
+    allow (``rank_best``–``rank_worst``); aggregate rows add each pillar's
+    chance-corrected score, and an unranked one says which pillars it misses."""
     table = Table(title=f"leaderboard — {escape(title)}", title_justify="left")
-    for column in ("#", "range", "model", "score", "95% CI", "samples", "tasks"):
+    pillars = [p for p in PILLARS if any(p in (row.get("pillars") or {}) for row in rows)]
+    columns = ("#", "range", "model", "score", "95% CI", *pillars, "samples", "tasks")
+    for column in columns:
         table.add_column(column, justify="right" if column not in ("model",) else "left")
     for row in rows:
         ranked = row["rank"] is not None
         missing = ", ".join(row.get("missing_pillars") or [])
+        scores = row.get("pillars") or {}
         table.add_row(
             str(row["rank"]) if ranked else "—",
             f"{row.get('rank_best', '?')}–{row.get('rank_worst', '?')}"  # (an older server)
@@ -327,6 +331,7 @@ def print_leaderboard(console: Console, rows: list[dict[str, Any]], title: str) 
             escape(row["model"]) + ("" if ranked else escape(f" (not ranked; missing {missing})")),
             f"{row['score']:.3f}",
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f}",
+            *(f"{scores[p]['score']:.3f}" if p in scores else "—" for p in pillars),
             str(row["n_samples"]),
             str(row["n_tasks"]),
         )

@@ -35,9 +35,9 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
 ):
     data_dir = tmp_path / "demo"
     env = {**os.environ, "QB_CACHE_DIR": str(model_cache_dir), "COLUMNS": "120"}
-    env.pop("QB_DATASETS_DIR", None)  # arith only: the quick-start benchmark needs no data
+    env.pop("QB_DATASETS_DIR", None)  # the demo's benchmarks need no data
     demo = subprocess.run(
-        _cli("demo", "--no-serve", "--port", "0", "--data-dir", str(data_dir), "--samples", "2"),
+        _cli("demo", "--no-serve", "--port", "0", "--data-dir", str(data_dir), "--samples", "1"),
         capture_output=True,
         text=True,
         env=env,
@@ -48,7 +48,13 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
     assert "registered model 1: SmolLM2-135M-Instruct" in out
     assert "registered model 2: SmolLM2-135M-Instruct + demo LoRA (LoRA adapter" in out
     assert "started 3 runner processes (alice, bob, carol)" in out
-    assert "leaderboard — arith" in out
+    # one offline benchmark per pillar, and the aggregate ranks both models on all five
+    for name in ("arith", "gen-reasoning", "humaneval", "gen-language", "gen-safety"):
+        assert f"leaderboard — {name}" in out
+    aggregate = out[out.index("leaderboard — aggregate") :]
+    for pillar in ("reasoning", "coding", "math", "language", "safety"):
+        assert pillar in aggregate.splitlines()[2]  # the header row names each pillar
+    assert "not ranked" not in aggregate
     assert "leaderboard: http://127.0.0.1:" in out
     assert f"quorumbench serve --data-dir {data_dir}" in " ".join(out.split())
     assert "with the development sign-in (on because the demo listens on loopback only)" in (
@@ -60,14 +66,14 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
     try:
         with engine.connect() as conn:
             tasks = conn.execute(text("SELECT id, status, quorum FROM tasks")).all()
-            assert len(tasks) == 2 and {t.status for t in tasks} == {"DONE"}
+            assert len(tasks) == 10 and {t.status for t in tasks} == {"DONE"}
             per_task = conn.execute(
                 text(
                     "SELECT task_id, COUNT(*), COUNT(DISTINCT account_id) FROM results "
                     "WHERE counted GROUP BY task_id"
                 )
             ).all()
-            assert sorted(c for _, c, _ in per_task) == [3, 3]
+            assert sorted(c for _, c, _ in per_task) == [3] * 10
             assert all(distinct == 3 for _, _, distinct in per_task)
             owners = conn.execute(
                 text(
@@ -77,21 +83,22 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
             ).scalar_one()
             assert owners == 0, "the models' owner must never evaluate them"
             board = conn.execute(text("SELECT n_tasks, n_samples FROM leaderboard_entries")).all()
-            assert sorted(board) == [(1, 2), (1, 2)]
+            assert sorted(board) == [(1, 1)] * 10
     finally:
         engine.dispose()
     for name in ("alice", "bob", "carol"):
         log = (data_dir / "logs" / f"runner-{name}.log").read_text()
-        assert log.count("submitted, score") == 2, log[-2000:]
+        assert log.count("submitted, score") == 10, log[-2000:]
         assert "qb_" not in log, "a token leaked into a runner log"
 
     # --data-dir keeps the database for a later `quorumbench serve --data-dir`.
     port = _free_port()
+    served = out[out.index("QB_BENCHMARKS='") + len("QB_BENCHMARKS='") :].split("'")[0]
     server = subprocess.Popen(
         _cli("serve", "--data-dir", str(data_dir), "--port", str(port)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=env,
+        env={**env, "QB_BENCHMARKS": served},  # as the demo says to serve it again
     )
     try:
         url = f"http://127.0.0.1:{port}"
@@ -109,11 +116,13 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
             "SmolLM2-135M-Instruct",
             "SmolLM2-135M-Instruct + demo LoRA",
         ]
-        assert all(r["n_tasks"] == 1 and r["n_samples"] == 2 for r in rows)
+        assert all(r["n_tasks"] == 1 and r["n_samples"] == 1 for r in rows)
+        ranked = httpx.get(f"{url}/v0/leaderboard").json()["rows"]
+        assert len(ranked) == 2 and all(len(r["pillars"]) == 5 for r in ranked)
         done = httpx.get(f"{url}/v0/tasks", params={"status": "DONE"}).json()
-        assert len(done) == 2 and all(len(t["results"]) == 3 for t in done)
+        assert len(done) == 10 and all(len(t["results"]) == 3 for t in done)
         # the web pages over the same data: both models ranked, the LoRA's base linked,
-        # each task's real arith samples labelled with their subject
+        # each task's real samples labelled with their subject
         page = httpx.get(f"{url}/", headers={"Accept": "text/html"})
         assert page.status_code == 200 and page.text.count('class="name"') == 2
         ids = {t["model"]["name"]: t["model"]["id"] for t in done}
@@ -121,7 +130,7 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         assert lora.json()["base"]["id"] == ids["SmolLM2-135M-Instruct"]
         for task in done:
             detail = httpx.get(f"{url}/tasks/{task['id']}?format=json").json()
-            assert len(detail["samples"]) == 2 and all(s["subject"] for s in detail["samples"])
+            assert len(detail["samples"]) == 1 and all(s["subject"] for s in detail["samples"])
             assert {r["runner"].split("/")[0] for r in detail["results"]} == {
                 "alice",
                 "bob",
@@ -144,7 +153,7 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
 
     # The demo again on its kept data directory: the same two models, not new ones.
     again = subprocess.run(
-        _cli("demo", "--no-serve", "--port", "0", "--data-dir", str(data_dir), "--samples", "2"),
+        _cli("demo", "--no-serve", "--port", "0", "--data-dir", str(data_dir), "--samples", "1"),
         capture_output=True,
         text=True,
         env=env,
