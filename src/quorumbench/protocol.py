@@ -148,10 +148,12 @@ class TaskBenchmark(_FromServer):
         description="The benchmark's prompt options by name (each benchmark names its own: "
         "shots, max_new_tokens, primer…); a runner whose options differ refuses the task.",
     )
-    spec: dict[str, Any] | None = added_field(
-        "A benchmark created through the API: its custom spec (docs/custom-benchmarks.md), "
-        "whose data the runner fetches by its data.url and checks against its SHA-256; "
-        "absent for a benchmark the runner has by name."
+    spec_json: str | None = added_field(
+        "A benchmark created through the API: its custom spec (docs/custom-benchmarks.md) "
+        "as JSON text, which the runner validates with the same parser as the server, "
+        "then fetches the data by its data.url and checks it against its SHA-256; absent "
+        "for a benchmark the runner has by name. (Text, not an object: the spec's schema "
+        "is the custom-spec format's, versioned with it, not the wire protocol's.)"
     )
 
 

@@ -18,6 +18,7 @@ a fresh snapshot. The claim also skips the tasks of paused models
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -192,7 +193,7 @@ class TaskSources:
                 prompt_version=row.prompt_version,
                 dataset_sha256=row.dataset_sha256,
                 config=row.config,
-                spec=row.spec,
+                spec_json=None if row.spec is None else json.dumps(row.spec, sort_keys=True),
             ),
             row.seed_commitment,
         )

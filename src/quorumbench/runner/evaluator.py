@@ -125,11 +125,15 @@ class TaskEvaluator:
     def task_benchmark(self, wanted: TaskBenchmark) -> Benchmark:
         """The task's benchmark: by name, or (created through the API) from the spec the
         task carries, its data fetched and checked (kept per name, version and data)."""
-        if wanted.spec is None:
+        if wanted.spec_json is None:
             return self.benchmark(wanted.name)
         key = f"{wanted.name}@{wanted.version}#{wanted.dataset_sha256}"
         if key not in self._benchmarks:
-            spec = parse_spec(wanted.spec, f"the task's spec of {wanted.name}")
+            try:
+                raw = json.loads(wanted.spec_json)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"the task's spec of {wanted.name} is not JSON: {exc}") from exc
+            spec = parse_spec(raw, f"the task's spec of {wanted.name}")
             if spec.data.sha256 != wanted.dataset_sha256 or spec.name != wanted.name:
                 raise DataError(
                     f"the task's spec of {wanted.name} names other data "

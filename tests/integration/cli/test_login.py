@@ -46,6 +46,7 @@ def world(tmp_path, github, monkeypatch):
     settings = ServerSettings(
         data_dir=tmp_path,
         database_url=f"sqlite:///{tmp_path / 'qb.db'}",
+        benchmarks=["arith"],
         oauth_providers=[github.provider()],
     )
     ctx = build_context(settings)

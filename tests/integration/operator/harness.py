@@ -23,9 +23,15 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "quorumbench.cli.app", *args]
 
 
+def quick_env() -> dict[str, str]:
+    """This process's environment, with the server's benchmarks cut to ``arith`` (the
+    default list reads GSM8K and TruthfulQA from the Hub or a datasets directory)."""
+    return {"QB_BENCHMARKS": '["arith"]', **os.environ}
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        cli(*args), capture_output=True, text=True, env=env or dict(os.environ), timeout=300
+        cli(*args), capture_output=True, text=True, env=env or quick_env(), timeout=300
     )
 
 
@@ -37,7 +43,7 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_file = tmp / f"serve-{self.port}.log"
         self.out_file = tmp / f"serve-{self.port}.out"
-        self.env = {**os.environ, **(env or {})}
+        self.env = {**quick_env(), **(env or {})}
         self.args = ["serve", "--port", str(self.port), *args]
         self.proc: subprocess.Popen[bytes] | None = None
 

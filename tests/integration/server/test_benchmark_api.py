@@ -181,7 +181,7 @@ def test_a_benchmark_is_created_scheduled_from_the_next_epoch_and_survives_resta
             lease for lease in leases if lease["task"]["benchmark"]["name"] == "tiny-sums"
         ]
         sent = granted["task"]["benchmark"]
-        assert sent["spec"]["data"] == {
+        assert json.loads(sent["spec_json"])["data"] == {
             "url": f"{files}/data.jsonl",
             "sha256": SHA,
             "id_field": "id",
