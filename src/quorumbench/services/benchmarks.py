@@ -139,6 +139,7 @@ def ensure_benchmarks(ctx: ServerContext, names: list[str]) -> list[BenchmarkRow
     """
     rows = []
     pillars = {name: pillar_of(ctx, loaded(ctx, name)) for name in names}  # before writing
+    created_pillars = _created_pillars(ctx)  # may fetch data: outside the transaction
     with ctx.db.write() as session:
         current = set()
         for name in names:
@@ -184,7 +185,7 @@ def ensure_benchmarks(ctx: ServerContext, names: list[str]) -> list[BenchmarkRow
                 row.active = False
         created = select(BenchmarkRow).where(BenchmarkRow.active, BenchmarkRow.spec.is_not(None))
         for row in session.scalars(created):
-            row.pillar = _created_pillar(ctx, row)
+            row.pillar = created_pillars.get((row.name, row.version))
             if row.pillar is not None:
                 pillars[row.name] = row.pillar
         session.flush()
@@ -194,24 +195,38 @@ def ensure_benchmarks(ctx: ServerContext, names: list[str]) -> list[BenchmarkRow
     return rows
 
 
-def _created_pillar(ctx: ServerContext, row: BenchmarkRow) -> str | None:
-    """The pillar of an active benchmark created through the API, loading it (data from
-    the cache, else its URL) so that its tasks' chance levels are known when they are
-    finalized. Data that cannot be had now is logged, not fatal: the scheduler leaves
-    the benchmark out until it can be loaded (its spec still names the pillar)."""
-    try:
-        return pillar_of(ctx, loaded(ctx, row.name, row.version))
-    except QuorumError as exc:
-        event(
-            log,
-            "benchmark.unavailable",
-            level=logging.WARNING,
-            benchmark=row.name,
-            version=row.version,
-            reason=str(exc)[:300],
-        )
-        spec_pillar = (row.spec or {}).get("pillar")
-        return ctx.settings.pillars.get(row.name) or (str(spec_pillar) if spec_pillar else None)
+def _created_pillars(ctx: ServerContext) -> dict[tuple[str, int], str | None]:
+    """The pillar of each active benchmark created through the API, by (name, version).
+
+    Each is loaded (data from the cache, else its URL) so that its tasks' chance levels
+    are known when they are finalized. Data that cannot be had now is logged, not
+    fatal: the scheduler leaves the benchmark out until it loads (its spec still names
+    the pillar).
+    """
+    with ctx.db.read() as session:
+        rows = session.execute(
+            select(BenchmarkRow.name, BenchmarkRow.version, BenchmarkRow.spec).where(
+                BenchmarkRow.active, BenchmarkRow.spec.is_not(None)
+            )
+        ).all()
+    found: dict[tuple[str, int], str | None] = {}
+    for name, version, spec in rows:
+        try:
+            found[(name, version)] = pillar_of(ctx, loaded(ctx, name, version))
+        except QuorumError as exc:
+            event(
+                log,
+                "benchmark.unavailable",
+                level=logging.WARNING,
+                benchmark=name,
+                version=version,
+                reason=str(exc)[:300],
+            )
+            spec_pillar = (spec or {}).get("pillar")
+            found[(name, version)] = ctx.settings.pillars.get(name) or (
+                str(spec_pillar) if spec_pillar else None
+            )
+    return found
 
 
 def _warn_uncovered(ctx: ServerContext, covered: set[str]) -> None:

@@ -224,6 +224,29 @@ def test_a_benchmark_is_created_scheduled_from_the_next_epoch_and_survives_resta
         again.close()
 
 
+def test_a_restart_without_the_data_starts_and_keeps_the_benchmarks_pillar(
+    world, files, db_url, tmp_path
+):
+    ctx, client, tokens = world()
+    with client:
+        _grant(client, tokens, "maker")
+        token = _creator_token(client, tokens, "maker")
+        made = client.post("/v0/benchmarks", json=spec(f"{files}/data.jsonl"), headers=auth(token))
+        assert made.status_code == 201, made.text
+    # the cache is gone and the URL is refused now (private addresses not allowed):
+    # the server still starts, the benchmark keeps its spec's pillar, the gap is logged
+    (data_cache_dir(ctx.settings) / f"{SHA}.data").unlink()
+    again = build_context(_settings(db_url, tmp_path, epoch_seconds=EPOCH_S))
+    try:
+        ensure_benchmarks(again, ["arith"])
+        with again.db.read() as session:
+            row = session.scalars(select(Benchmark).where(Benchmark.name == "tiny-sums")).one()
+            assert row.active and row.pillar == "math"
+        assert "tiny-sums" not in again.loaded_benchmarks
+    finally:
+        again.close()
+
+
 def test_owner_or_admin_retires_and_others_cannot(world, files):
     ctx, client, tokens = world()
     with client:
