@@ -1,6 +1,7 @@
 """Data by URL: the SSRF guard on every hop, the size limit, the hash, the cache."""
 
 import hashlib
+import json
 
 import httpx
 import pytest
@@ -149,7 +150,7 @@ def _task(spec, sha=SHA):
                 "prompt_version": 1,
                 "dataset_sha256": sha,
                 "config": {"max_new_tokens": 64},
-                "spec": spec,
+                "spec_json": json.dumps(spec),
             },
             "n_samples": 2,
             "seed_commitment": "0" * 64,
