@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from quorumbench.benchmarks.truthfulqa import letter_order
+from quorumbench.benchmarks.truthfulqa import choice_request, scored_pick
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.scoring import argmax_first
 from quorumbench.errors import DataError
@@ -165,22 +165,12 @@ class GeneratedChoiceBenchmark:
 
     def request(self, sample: Sample, style: PromptStyle) -> ChoiceRequest:
         del style  # the same request serves both; chat endpoints get letter choice
-        options = tuple(sample.fields["options"])
-        return ChoiceRequest(
-            context=sample.fields["context"],
-            continuations=tuple(" " + o for o in options),
-            question=sample.fields["question"],
-            options=options,
-            letter_order=letter_order(self.name, sample.id, len(options)),
-        )
+        continuations = [" " + o for o in sample.fields["options"]]
+        return choice_request(self.name, sample, sample.fields["context"], continuations)
 
     def score(self, sample: Sample, result: GenerateResult | ChoiceResult) -> Scored:
         if not isinstance(result, ChoiceResult):
             raise TypeError(f"{self.name} scores multiple-choice results")
-        gold: int = sample.fields["gold"]
         lls = result.loglikelihoods
         chosen = result.chosen if result.method == "letter" else argmax_first(lls)
-        if chosen is None:
-            return Scored(None, False, 0.0)
-        correct = chosen == gold
-        return Scored(str(chosen), correct, 1.0 if correct else 0.0)
+        return scored_pick(chosen, sample.fields["gold"])

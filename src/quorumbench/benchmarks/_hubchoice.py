@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from quorumbench.benchmarks.truthfulqa import letter_order
+from quorumbench.benchmarks.truthfulqa import choice_request, scored_pick
 from quorumbench.core.scoring import argmax_first
 from quorumbench.errors import ConfigError, DataError
 from quorumbench.evaluation.backend import ChoiceRequest, ChoiceResult, GenerateResult
@@ -142,26 +142,17 @@ class HubChoiceBenchmark:
         return self._items[int(sample_id)]
 
     def request(self, sample: Sample, style: PromptStyle) -> ChoiceRequest:
-        options = tuple(sample.fields["options"])
-        return ChoiceRequest(
-            context=sample.fields["context"],
-            continuations=tuple(sample.fields["continuations"]),
-            question=sample.fields["question"],
-            options=options,
-            letter_order=letter_order(self.name, sample.id, len(options)),
-        )
+        fields = sample.fields
+        return choice_request(self.name, sample, fields["context"], fields["continuations"])
 
     def score(self, sample: Sample, result: GenerateResult | ChoiceResult) -> Scored:
         if not isinstance(result, ChoiceResult):
             raise TypeError(f"{self.name} scores multiple-choice results")
-        gold: int = sample.fields["gold"]
         if result.method == "letter":
             chosen = result.chosen
         else:
             chosen = argmax_first(self._weighted(result.loglikelihoods, sample))
-        if chosen is None:
-            return Scored(None, False, 0.0)
-        return Scored(str(chosen), chosen == gold, 1.0 if chosen == gold else 0.0)
+        return scored_pick(chosen, sample.fields["gold"])
 
     def _weighted(self, lls: Sequence[float], sample: Sample) -> list[float]:
         options: list[str] = sample.fields["options"]

@@ -161,6 +161,28 @@ def letter_order(benchmark: str, sample_id: str, n_options: int) -> tuple[int, .
     return tuple(sorted(range(n_options), key=key))
 
 
+def choice_request(
+    benchmark: str, sample: Sample, context: str, continuations: Sequence[str]
+) -> ChoiceRequest:
+    """A multiple-choice request over ``sample.fields``' question and options, with the
+    per-sample letter shuffle for endpoints that answer with a letter."""
+    options = tuple(sample.fields["options"])
+    return ChoiceRequest(
+        context=context,
+        continuations=tuple(continuations),
+        question=sample.fields["question"],
+        options=options,
+        letter_order=letter_order(benchmark, sample.id, len(options)),
+    )
+
+
+def scored_pick(chosen: int | None, gold: int) -> Scored:
+    """How picking option ``chosen`` (None: no answer) scores when ``gold`` is right."""
+    if chosen is None:
+        return Scored(None, False, 0.0)
+    return Scored(str(chosen), chosen == gold, 1.0 if chosen == gold else 0.0)
+
+
 class _TruthfulQA:
     version = 1
     prompt_version = 1
@@ -206,13 +228,9 @@ class _TruthfulQA:
         return out
 
     def request(self, sample: Sample, style: PromptStyle) -> ChoiceRequest:
-        options = tuple(sample.fields["options"])
-        return ChoiceRequest(
-            context=context_for(sample.fields["question"]),
-            continuations=tuple(" " + o for o in options),
-            question=sample.fields["question"],
-            options=options,
-            letter_order=letter_order(self.name, sample.id, len(options)),
+        context = context_for(sample.fields["question"])
+        return choice_request(
+            self.name, sample, context, [" " + o for o in sample.fields["options"]]
         )
 
     def score(self, sample: Sample, result: GenerateResult | ChoiceResult) -> Scored:
