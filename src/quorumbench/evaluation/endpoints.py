@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from quorumbench.errors import EndpointNotAllowedError, QuorumError
@@ -110,3 +111,14 @@ def check_endpoint(
                 f"{url}: {host} resolves to {address}, {why}; {what} must be reachable "
                 f"on the public internet (an operator may allow private {what})"
             )
+
+
+def pinned_transport(*, allow_private: bool, resolve: Resolver = _resolve) -> Any:
+    """CONTRACT STUB (issue 16): an httpx async transport that resolves each request's
+    host, refuses blocked addresses (unless ``allow_private``) and connects at the
+    checked address. The endpoint helper replaces this body."""
+    import httpx
+
+    if allow_private:
+        return httpx.AsyncHTTPTransport()
+    raise NotImplementedError("pinned_transport: issue 16 helper")
