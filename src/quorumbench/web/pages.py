@@ -3,7 +3,8 @@ tell a page for people from the JSON API.
 
 ``routes`` serves the leaderboard and the public pages, ``signin`` signing in and
 out, ``account`` the signed-in account's page and its forms, ``submit`` the
-submission form and retiring a model.
+submission form and retiring a model, ``ask`` asking in plain language (``/ask``,
+``/asks/{id}``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from quorumbench.web import account, routes, signin, submit
+from quorumbench.web import account, ask, routes, signin, submit
 
 ROUTERS: tuple[APIRouter, ...] = (
     routes.router,
     signin.router,
     account.router,
     submit.router,
+    ask.router,
 )
 
 

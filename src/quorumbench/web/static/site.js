@@ -1,6 +1,6 @@
-// QuorumBench pages: dark-mode toggle, leaderboard auto-refresh and compare picks,
-// the static export's filters and sorting, and the copy button of a new token. The pages work
-// without this script; it only enhances them. Nothing is fetched from elsewhere.
+// QuorumBench pages: dark-mode toggle, leaderboard auto-refresh and compare picks, an ask's
+// live progress, the static export's filters and sorting, and the copy button of a new token.
+// The pages work without this script; it only enhances them. Nothing is fetched from elsewhere.
 (function () {
   "use strict";
   var KEY = "qb-theme";
@@ -110,6 +110,57 @@
     window.setInterval(function () {
       if (document.visibilityState === "visible") checkTask();
     }, 30000);
+  }
+
+  // An ask's page follows its status (its progress JSON, read with the session
+  // cookie): the badge, the progress bar and the deepening counts change in place,
+  // and the page reloads once the ask has finished (it then shows the answer).
+  function checkAsk() {
+    var watch = document.getElementById("ask-watch");
+    if (!watch || !window.fetch) return Promise.resolve(false);
+    return fetch(watch.dataset.watch, {
+      headers: { Accept: "application/json" }, credentials: "same-origin"
+    })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (ask) {
+        if (!ask) return false;
+        var badge = document.getElementById("ask-status-badge");
+        if (badge) {
+          badge.textContent = ask.status;
+          badge.className = "badge status-" + ask.status.toLowerCase();
+        }
+        var bar = document.getElementById("ask-progress");
+        var text = document.getElementById("ask-progress-text");
+        if (bar && ask.progress.total) {
+          bar.max = ask.progress.total;
+          bar.value = ask.progress.done;
+          bar.textContent = ask.progress.done + " of " + ask.progress.total;
+        }
+        if (text && ask.progress.total) {
+          text.textContent = ask.progress.done + " of " + ask.progress.total;
+        }
+        if (ask.deepen) {
+          each(document.querySelectorAll("#deepen-progress dd[data-key]"), function (dd) {
+            var value = ask.deepen[dd.dataset.key];
+            if (value !== undefined) dd.textContent = String(value);
+          });
+        }
+        if (ask.done) window.location.reload();
+        watch.dataset.status = ask.status;
+        return ask.done;
+      })
+      .catch(function () { return false; });
+  }
+
+  function setupAskWatch() {
+    var watch = document.getElementById("ask-watch");
+    if (!watch) return;
+    watch.hidden = false;
+    var seconds = parseInt(watch.dataset.interval || "2", 10);
+    var timer = window.setInterval(function () {
+      if (document.visibilityState !== "visible") return;
+      checkAsk().then(function (done) { if (done) window.clearInterval(timer); });
+    }, seconds * 1000);
   }
 
   // The static export has no server: filter and sort its rows in place, from the
@@ -224,13 +275,15 @@
   window.quorumbench = {
     refreshBoard: refreshBoard,
     refreshTable: refreshTable,
-    checkTask: checkTask
+    checkTask: checkTask,
+    checkAsk: checkAsk
   };
   document.addEventListener("DOMContentLoaded", function () {
     setupTheme();
     setupRefresh();
     setupPicks();
     setupTaskWatch();
+    setupAskWatch();
     setupStaticFilters();
     setupStaticSort();
     setupCopy();
