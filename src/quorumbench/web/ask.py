@@ -32,7 +32,13 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from pydantic import SecretStr
 
 from quorumbench.core.plans import MAX_BUDGET, Plan, PlanError, parse_plan
-from quorumbench.errors import AuthenticationError, ConfigError, ModelLoadError
+from quorumbench.errors import (
+    AuthenticationError,
+    ConfigError,
+    InvalidSpecError,
+    ModelLoadError,
+    NotFoundError,
+)
 from quorumbench.services import asks, web_sessions
 from quorumbench.services.ask_cache import CacheAnswer
 from quorumbench.services.asks import AskBoard, AskStatus, AskView, EndpointRequest
@@ -58,6 +64,8 @@ Format = Literal["html", "json", "csv"]
 _PLAN_ID = re.compile(r"^[0-9a-f]{64}$")
 _ASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 POLL_SECONDS = 2
+DEEPEN_POLL_SECONDS = 15
+"""Deepening waits on runners (minutes): its counts are polled less often."""
 
 
 def _checked_plan_id(plan_id: str) -> str:
@@ -206,7 +214,7 @@ def post_ask(request: Request, form: PostedForm) -> Response:
     state = FormState.of_form(form)
     query = (form.one("q") or "").strip()[:MAX_QUERY]
 
-    def refused(message: str, status: int = 400) -> Response:
+    def refused(message: str, status: int = 422) -> Response:
         return _answer(
             request,
             "ask.html",
@@ -233,7 +241,7 @@ def post_ask(request: Request, form: PostedForm) -> Response:
     signed_in = _signed_in_for(request, form, needs)
     problem = endpoint.problem()
     if problem is not None:
-        return refused(problem)
+        return refused(problem, 400)
     endpoints = []
     if endpoint.given:
         key = form.one("endpoint_key") or ""
@@ -251,8 +259,14 @@ def post_ask(request: Request, form: PostedForm) -> Response:
         )
     except PlanError as exc:
         return refused(f"This plan cannot be asked: {exc}")
-    except (ConfigError, ModelLoadError) as exc:  # a refused endpoint (address, scheme)
-        return refused(exc.message, 422 if isinstance(exc, ModelLoadError) else 400)
+    except (InvalidSpecError, ModelLoadError) as exc:  # the plan, an endpoint's address
+        return refused(exc.message)
+    except ConfigError as exc:  # e.g. this server evaluates no endpoints
+        return refused(exc.message, 400)
+    except NotFoundError as exc:
+        if not deepen:
+            raise
+        return refused(f"Nothing to deepen: {exc.message}", 404)
     if endpoints or deepen:
         return RedirectResponse(f"/asks/{made.id}", status_code=303)
     return RedirectResponse(f"/ask?plan={made.plan.public().id}", status_code=303)
@@ -289,15 +303,21 @@ def ask_status_page(
     if format == "csv":
         return _csv(ask_view.board_csv(rows), f"ask-{view.id}")
     running = view.status in (AskStatus.PENDING, AskStatus.STARTED)
+    deepening = _deepening(view)
+    deepen_state = "none"
+    if deepening is not None:
+        deepen_state = "finished" if deepening["finished"] else "running"
     html = page_html(
         request,
         "asks.html",
         signed_in=viewer(request),
         view=view,
         running=running,
-        deepening=_deepening(view),
+        deepening=deepening,
+        deepen_state=deepen_state,
+        watching=running or deepen_state == "running",
         poll_url=f"/asks/{view.id}/progress",
-        poll_seconds=POLL_SECONDS,
+        poll_seconds=POLL_SECONDS if running else DEEPEN_POLL_SECONDS,
         data_path=f"/asks/{view.id}",
         active="ask",
         **_board_context(request, view.plan, rows, found.cache),
@@ -306,11 +326,26 @@ def ask_status_page(
     return html_page(html, headers=PRIVATE)
 
 
-def _deepening(view: AskView) -> list[tuple[str, str, str]]:
-    """The deepening's progress as (key, what, how many) for the page."""
+def _deepening(view: AskView) -> dict[str, Any] | None:
+    """The deepening asked with the ask (``services/deepen.py``: what was ``requested``,
+    its ``progress``) as the page shows it: the counts, each model's, what was skipped."""
     if not view.deepen:
-        return []
-    return [(str(k), str(k).replace("_", " "), str(v)) for k, v in view.deepen.items()]
+        return None
+    progress = view.deepen.get("progress") or {}
+    requested = view.deepen.get("requested") or {}
+    counts = [
+        (key, key.replace("_", " "), value)
+        for key, value in progress.items()
+        if key not in ("plan_id", "models", "finished") and isinstance(value, int | float | str)
+    ]
+    return {
+        "counts": counts,
+        "finished": bool(progress.get("finished")),
+        "models": list(progress.get("models") or []),
+        "skipped": list(requested.get("skipped") or []),
+        "tasks": requested.get("tasks"),
+        "samples": requested.get("samples"),
+    }
 
 
 @router.get("/asks/{ask_id}/progress")

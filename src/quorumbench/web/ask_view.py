@@ -172,5 +172,14 @@ def progress_json(ask: AskView) -> dict[str, Any]:
         "progress": {"done": ask.progress_done, "total": ask.progress_total},
         "error": ask.error,
         "finished_at": ask.finished_at.isoformat() if ask.finished_at else None,
-        "deepen": json.loads(json.dumps(dict(ask.deepen), default=str)) if ask.deepen else None,
+        "deepen": _deepen_progress(ask),
     }
+
+
+def _deepen_progress(ask: AskView) -> dict[str, Any] | None:
+    """The deepening's progress counts (``services/deepen.progress``), if it was asked."""
+    if not ask.deepen:
+        return None
+    progress = ask.deepen.get("progress", ask.deepen)
+    data: dict[str, Any] = json.loads(json.dumps(dict(progress), default=str))
+    return data

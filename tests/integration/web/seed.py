@@ -16,6 +16,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
@@ -110,9 +111,11 @@ def _metadata(ref: str) -> ModelMetadata:
 
 
 class Seed:
-    def __init__(self, tmp: Path, database_url: str | None = None) -> None:
+    def __init__(self, tmp: Path, database_url: str | None = None, **extra: Any) -> None:
+        """``extra``: more server settings (e.g. ``ask_allow_private_endpoints``)."""
         self.clock = Clock()
         settings = ServerSettings(
+            **extra,
             data_dir=tmp,
             database_url=database_url or f"sqlite:///{tmp / 'web.db'}",
             quorum=3,

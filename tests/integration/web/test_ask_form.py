@@ -1,8 +1,9 @@
 """``/ask`` without JavaScript, the parts that need no planner or cache, on SQLite and
 PostgreSQL: the query box, the plan form posted and shown back (``action=update``),
-refused plans shown in place with the values kept (400), an endpoint or deepening
-refused signed out (401) or without the session's CSRF token (403), and an API key
-that never comes back in a page. ``test_ask_pages.py`` asks for real."""
+refused plans shown in place with the values kept (422, as the API answers them), an
+endpoint or deepening refused signed out (401) or without the session's CSRF token
+(403), and an API key that never comes back in a page. ``test_ask_pages.py`` asks for
+real."""
 
 from __future__ import annotations
 
@@ -158,7 +159,7 @@ def test_a_refused_plan_is_shown_in_place_with_its_values(site, change, message)
     fields = [(k, v) for k, v in BASE if k not in keys] + [("skill", "reasoning"), *change]
     with Browser(site.app) as browser:
         page = browser.post("/ask", data=fields)  # asking, not only updating
-    assert page.status_code == 400
+    assert page.status_code == 422
     assert message in problem(page.text)
     assert ("skill", "reasoning") in plan_form(page.text).fields  # kept to be corrected
 
@@ -166,13 +167,13 @@ def test_a_refused_plan_is_shown_in_place_with_its_values(site, change, message)
 def test_unreadable_versions_and_plan_json_are_refused_in_place(site):
     with Browser(site.app) as browser:
         page = browser.post("/ask", data=[("versions", "{not json"), ("select", "ranked")])
-        assert page.status_code == 400
+        assert page.status_code == 422
         assert "versions: the plan's versions are not readable JSON" in problem(page.text)
         page = browser.post("/ask", data=[("plan_json", "[1, 2"), ("deepen", "1")])
-        assert page.status_code == 400
+        assert page.status_code == 422
         assert "the plan is not readable JSON" in problem(page.text)
         page = browser.post("/ask", data=[("plan_json", '{"labels": {"skil": []}}')])
-        assert page.status_code == 400
+        assert page.status_code == 422
         assert "labels: unknown key(s) 'skil'" in problem(page.text)
         page = browser.post("/ask", data=[("versions", '{"taxonomy": 9}'), ("select", "ranked")])
         assert "this server knows taxonomy 1" in problem(page.text)
@@ -234,7 +235,7 @@ def test_a_half_given_endpoint_is_refused_in_place_and_the_key_is_not_shown_back
         assert KEY not in page.text
         assert "Type the key again" in page.text
         page = browser.submit(form, endpoint_model="mine", endpoint_key=KEY, budget="0")
-        assert page.status_code == 400 and KEY not in page.text
+        assert page.status_code == 422 and KEY not in page.text
 
 
 @pytest.mark.parametrize(

@@ -114,7 +114,8 @@
 
   // An ask's page follows its status (its progress JSON, read with the session
   // cookie): the badge, the progress bar and the deepening counts change in place,
-  // and the page reloads once the ask has finished (it then shows the answer).
+  // and the page reloads once the live evaluation or the deepening has ended (it then
+  // shows the answer).
   function checkAsk() {
     var watch = document.getElementById("ask-watch");
     if (!watch || !window.fetch) return Promise.resolve(false);
@@ -145,9 +146,13 @@
             if (value !== undefined) dd.textContent = String(value);
           });
         }
-        if (ask.done) window.location.reload();
+        // reload once something ended: the live evaluation, or the deepening
+        var wasRunning = watch.dataset.status === "PENDING" || watch.dataset.status === "STARTED";
+        var ended = (wasRunning && ask.done) ||
+          (watch.dataset.deepen === "running" && ask.deepen && ask.deepen.finished === true);
         watch.dataset.status = ask.status;
-        return ask.done;
+        if (ended) window.location.reload();
+        return ended;
       })
       .catch(function () { return false; });
   }
