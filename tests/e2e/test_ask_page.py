@@ -148,7 +148,7 @@ def test_ask_with_an_endpoint_and_watch_it_finish(page, server, dana, endpoint):
     page.on("request", lambda request: seen.append(f"{request.url} {request.post_data or ''}"))
     page.goto(server + "/ask?q=" + QUERY)
     page.get_by_label("Add benchmarks").select_option("arith")
-    page.get_by_label("Samples per model").fill("4")
+    page.get_by_label("Samples per model").fill("2")  # generation on a shared CPU
     page.get_by_label("Base URL").fill(endpoint.base_url)
     page.get_by_label("Model name").fill("smol")
     page.get_by_label("API key").fill(KEY)
@@ -161,14 +161,14 @@ def test_ask_with_an_endpoint_and_watch_it_finish(page, server, dana, endpoint):
     page.wait_for_function(
         "['SUCCESS', 'FAILURE'].includes(document.getElementById('ask-status-badge').textContent)"
         " && !document.getElementById('ask-watch')",
-        timeout=120_000,
+        timeout=240_000,
     )
     assert status.inner_text() == "SUCCESS", page.locator("#ask-status").inner_text()
     row = page.locator("#ask-board tbody.endpoints tr.endpoint")
     assert row.count() == 1
     assert "not cross-checked" in row.inner_text() and "smol" in row.inner_text()
-    assert row.locator("td.samples").inner_text().startswith("4")
-    assert page.locator("#ask-progress").get_attribute("value") == "4"
+    assert row.locator("td.samples").inner_text().startswith("2")
+    assert page.locator("#ask-progress").get_attribute("value") == "2"
     shot(page, "ask-endpoint")
     # the key went out once, in the form's POST body, and never came back
     posts = [s for s in seen if KEY in s]
