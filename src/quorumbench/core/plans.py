@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from quorumbench.core.canonical import canonical_json, sha256_hex
@@ -273,7 +273,7 @@ def _endpoints(data: Any) -> tuple[Endpoint, ...]:
     return tuple(sorted(out, key=lambda e: (e.url, e.model)))
 
 
-def _plain_url(url: Any) -> bool:
+def _plain_url(url: Any) -> TypeGuard[str]:
     """An http(s) URL with a host, no user or password, no whitespace, at most 2000
     characters."""
     if not isinstance(url, str) or len(url) > 2000 or any(c.isspace() for c in url):
