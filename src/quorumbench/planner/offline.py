@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from rapidfuzz import fuzz, process
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
 
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.plans import DEFAULT_BUDGET, Plan, parse_plan
@@ -40,11 +41,19 @@ from quorumbench.planner.text import (
 
 OFFLINE_PLANNER = "offline/1"
 MAX_PHRASE = 5
-FUZZY_CUTOFF = 85.0
-"""rapidfuzz ``ratio`` (0–100) a misspelled word needs to map; one wrong letter in a
-word of five or more letters passes (``koran`` → ``korean``: 90.9), two in a short one
-do not."""
 FUZZY_MIN_LENGTH = 5
+"""Shorter words are never matched fuzzily (``save`` is not ``safe``)."""
+FUZZY_TWO_EDITS_LENGTH = 9
+
+
+def fuzzy_edits(length: int) -> int:
+    """How many edits (insert, delete, substitute, swap two neighbours: OSA distance) a
+    misspelling of ``length`` characters may have: 0 below 5, 1 from 5, 2 from 9."""
+    if length < FUZZY_MIN_LENGTH:
+        return 0
+    return 2 if length >= FUZZY_TWO_EDITS_LENGTH else 1
+
+
 LANGUAGE_MIN_PROBABILITY = 0.3
 """Below this, py3langid's normalised probability is too unsure to report."""
 
@@ -90,7 +99,7 @@ class _Index:
         self.phrases = phrases
         self.known = frozenset(w for k in phrases for w in k.split()) | EN_STOP | KO_STOP
         self.fuzzy_choices = sorted(
-            k for k in {*phrases, *EN_STOP} if not has_hangul(k) and len(k) >= FUZZY_MIN_LENGTH
+            k for k in {*phrases, *EN_STOP} if not has_hangul(k) and len(k) >= 4
         )
 
     def senses(self, key: str) -> tuple[lexicon.Sense, ...] | None:
@@ -174,10 +183,11 @@ def _read_at(
         if n > 1 and any(is_stop(s) for s in stems[i : i + n]):
             continue
         joined = " ".join(t.norm for t in toks[i : i + n])
-        if len(joined) < FUZZY_MIN_LENGTH or joined.replace(".", "").isdigit():
+        edits = fuzzy_edits(len(joined))
+        if not edits or any(c.isdigit() for c in joined):
             continue
         best = process.extractOne(
-            joined, index.fuzzy_choices, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF
+            joined, index.fuzzy_choices, scorer=OSA.distance, score_cutoff=edits
         )
         if best is None or len(best[0].split()) != n:
             continue
@@ -185,7 +195,7 @@ def _read_at(
             return n, None, None
         senses = index.senses(best[0])
         if senses:
-            confidence = min(round(best[1] / 100, 2), 0.99)
+            confidence = min(round(1 - best[1] / max(len(joined), len(best[0])), 2), 0.99)
             return n, Hit(_span(query, toks, i, n), senses, confidence, "fuzzy"), None
     return 1, None, toks[i].text
 

@@ -127,7 +127,8 @@ EN_STOP = _words(
     request requests prompt prompts recommend recommendation show find give list want
     need needs looking look use used using run running please tell help me like good at
     while still without useful accurate accuracy work works working handle handles
-    handling solve solves solving do does get gets make makes most least"""
+    handling solve solves solving do does get gets make makes most least know knows
+    knowing against sort kind type types"""
 )
 """English words that carry no label: function words and the words every query has
 (``best``, ``model``, ``leaderboard``)."""
@@ -138,7 +139,8 @@ KO_STOP = _words(
     위해 대한 대해 및 그리고 또는 순위 비교 랭킹 리더보드 것 수 있는 있 없 없는 없이 않은
     않는 않으면서 않고 않 되는 된 문제 질문 답 답변 평가 성능 점수 벤치마크 요청 뛰어난 강한
     높은 찾아줘 보여줘 중 중에서 누가 나은 더 뭘까 이 그 저 모든 어떻게 정말 하고 하면서도
-    하면서 쓸 때 데 뭐가 좀 싶어 싶은"""
+    하면서 쓸 때 데 뭐가 좀 싶어 싶은 푸는 풀 풀이 적은 많은 능력 풍부한 관련 관련된 속지
+    답하는 답하 다루는 대해서"""
 )
 """Korean words that carry no label (after particles are stripped)."""
 
