@@ -293,7 +293,7 @@ catalog has it; a catalog's other benchmarks map by their own names."""
 
 GIGA = 1_000_000_000
 SIZE_WORDS: dict[str, Words] = {
-    f"max_params:{GIGA}": _w("tiny|very small|micro|sub 1b", "초소형|아주 작은|매우 작은"),
+    f"max_params:{GIGA}": _w("tiny|very small|micro", "초소형|아주 작은|매우 작은"),
     f"max_params:{4 * GIGA}": _w(
         "small|smaller|lightweight|compact|mini|little", "작은|소형|경량|가벼운"
     ),
