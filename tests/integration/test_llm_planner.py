@@ -105,7 +105,7 @@ def settings(url: str, **changes: Any) -> PlannerSettings:
 def test_a_valid_answer_is_used_and_the_request_is_structured():
     script = Script()
     with serve(script) as url:
-        report = plan_query(QUERY, CATALOG, settings(url), seed="ab12")
+        report = plan_query(QUERY, CATALOG, settings(url), seed="ab12", budget=30)
     assert report.planner == LLM_PLANNER
     assert report.fallback is None
     assert report.plan.label_values("subject") == ("science/math",)
@@ -113,6 +113,7 @@ def test_a_valid_answer_is_used_and_the_request_is_structured():
     assert report.plan.models.max_params == 4_000_000_000
     assert report.plan.versions["planner"] == "llm/1:planner-model"
     assert report.plan.versions["seed"] == "ab12"
+    assert report.plan.budget == 30
     assert report.plan.versions["benchmarks"] == {e.name: 1 for e in CATALOG}
     assert [(m.text, m.value, m.confidence, m.how) for m in report.matches][0] == (
         "math",
@@ -277,3 +278,11 @@ def test_without_url_or_model_the_offline_planner_runs_and_no_fallback_is_report
 def test_a_bad_budget_is_the_callers_error_not_a_fallback():
     with pytest.raises(ValueError, match="budget must be an integer"):
         plan_query(QUERY, CATALOG, settings("http://127.0.0.1:9/v1"), budget=0)
+
+
+def test_a_long_model_name_is_not_cut_into_the_plan():
+    with serve(Script()) as url:
+        long = PlannerSettings(llm_url=url, llm_model="m" * 70, llm_api_key=KEY)
+        report = plan_query(QUERY, CATALOG, long)
+    assert report.fallback is None
+    assert report.plan.versions["planner"] == LLM_PLANNER

@@ -202,12 +202,12 @@ def _read_at(
 
 def _compound(token: Token, index: _Index) -> tuple[Hit | None, str | None]:
     """A Korean token no phrase matched: lexicon words written together (``한국어수학``),
-    each longest first, then particles/endings only; else the token is unmapped."""
+    each longest first, then particles/endings only. A part that is none of these makes
+    the token unmapped too (what was found before it still maps)."""
     word, pos = token.norm, 0
     senses: list[lexicon.Sense] = []
-    while pos < len(word):
-        if only_suffixes(word[pos:]):
-            break
+    rest = False
+    while pos < len(word) and not only_suffixes(word[pos:]):
         for end in range(len(word), pos, -1):
             piece = word[pos:end]
             found = index.senses(piece)
@@ -216,10 +216,10 @@ def _compound(token: Token, index: _Index) -> tuple[Hit | None, str | None]:
                 pos = end
                 break
         else:
-            return None, token.text
-    if not senses:
-        return None, None if pos else token.text
-    return Hit(token.text, tuple(senses), 1.0, "lexicon"), None
+            rest = True
+            break
+    hit = Hit(token.text, tuple(senses), 1.0, "lexicon") if senses else None
+    return hit, token.text if rest else None
 
 
 class _LangId:

@@ -326,3 +326,24 @@ def test_contradicting_sizes_keep_the_last_one():
     assert summary(report)["models"] == {"min_params": 7 * B}
     both = plan_query("small models of at least 1B", CATALOG)
     assert summary(both)["models"] == {"min_params": B, "max_params": 4 * B}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected", "unmapped"),
+    [
+        ("가장좋은모델", {}, []),  # filler written together
+        ("수학고등학교 모델", {"subject": ["science/math"]}, ["수학고등학교"]),
+        ("고등학교수학", {}, ["고등학교수학"]),  # cut only from the start
+        ("origami, math and origami", {"subject": ["science/math"]}, ["origami"]),
+    ],
+)
+def test_korean_compounds_and_repeated_words(query, expected, unmapped):
+    report = plan_query(query, CATALOG)
+    assert summary(report) == expected
+    assert list(report.unmapped) == unmapped
+
+
+def test_a_misspelled_benchmark_this_server_does_not_run_is_unmapped():
+    catalog = [CatalogEntry("mmlu", 1, "reasoning")]
+    assert plan_query("hellaswg", catalog).unmapped == ("hellaswg",)
+    assert plan_query("hellaswg", CATALOG).plan.benchmarks == ("hellaswag",)
