@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from rapidfuzz import process
@@ -112,7 +112,7 @@ class _Index:
         return kept or None
 
 
-@cache
+@lru_cache(maxsize=16)
 def _index(catalog_names: frozenset[str]) -> _Index:
     return _Index(catalog_names)
 
