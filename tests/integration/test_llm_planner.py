@@ -208,6 +208,14 @@ BAD_ANSWERS = [
         "an LLM match is not {text, key, value, confidence}",
     ),
     (json.dumps({**GOOD, "matches": {}}), "the LLM's matches are not a list"),
+    (
+        json.dumps({**GOOD, "matches": [{"text": "math", "key": "skill", "value": "wisdom"}]}),
+        "an LLM match sets skill 'wisdom', which the LLM's plan does not have",
+    ),
+    (
+        json.dumps({**GOOD, "matches": [{"text": "math", "key": "pillar", "value": "math"}]}),
+        "an LLM match sets pillar 'math', which the LLM's plan does not have",
+    ),
     (json.dumps({**GOOD, "unmapped": ["quantum"]}), "the LLM's unmapped words are not words"),
 ]
 

@@ -190,11 +190,22 @@ def _report(
         made = finish_plan(doc, [(e.name, e.version, e.pillar) for e in catalog], seed)
     except PlanError as exc:
         raise LlmPlanError(f"the LLM's plan is not valid: {exc}") from exc
+    matches = _matches(query, answer.get("matches", []))
+    for m in matches:
+        listed = {
+            "pillar": made.pillars,
+            "benchmark": made.benchmarks,
+            "models": (m.value,),  # a size or kind phrase, shown as the model wrote it
+        }.get(m.key, made.label_values(m.key))
+        if m.value not in listed:
+            raise LlmPlanError(
+                f"an LLM match sets {m.key} {m.value!r}, which the LLM's plan does not have"
+            )
     return PlannerReport(
         plan=made,
         query=query,
         language=identify_language(query),
-        matches=_matches(query, answer.get("matches", [])),
+        matches=matches,
         unmapped=_unmapped(query, answer.get("unmapped", [])),
         planner=LLM_PLANNER,
     )
