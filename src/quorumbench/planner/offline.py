@@ -26,7 +26,7 @@ from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.plans import DEFAULT_BUDGET, Plan, parse_plan
 from quorumbench.core.taxonomy import LABEL_KEYS, TAXONOMY_VERSION
 from quorumbench.planner import CatalogEntry, Match, PlannerReport, lexicon
-from quorumbench.planner.sizes import find_sizes
+from quorumbench.planner.sizes import SizeHit, find_sizes
 from quorumbench.planner.text import (
     EN_STOP,
     KO_STOP,
@@ -129,19 +129,33 @@ def read(query: str, catalog_names: frozenset[str]) -> Reading:
         if size.max_params is not None:
             senses.append(("models", f"max_params:{size.max_params}"))
         hits.append(Hit(size.text, tuple(senses), 1.0, "lexicon", size.start))
-    toks = [t for t in tokens(query) if not any(s.start < t.end and t.start < s.end for s in sized)]
-    stems = [stem(t.norm, index.known) for t in toks]
-    missed: list[int] = []
-    i = 0
-    while i < len(toks):
-        step, hit, unknown = _read_at(query, toks, stems, i, index)
-        if hit is not None:
-            hits.append(Hit(hit.text, hit.senses, hit.confidence, hit.how, toks[i].start))
-        if unknown:
-            missed.append(i)
-        i += step
+    unmapped: list[str] = []
+    for toks in _segments(tokens(query), sized):
+        stems = [stem(t.norm, index.known) for t in toks]
+        missed: list[int] = []
+        i = 0
+        while i < len(toks):
+            step, hit, unknown = _read_at(query, toks, stems, i, index)
+            if hit is not None:
+                hits.append(Hit(hit.text, hit.senses, hit.confidence, hit.how, toks[i].start))
+            if unknown:
+                missed.append(i)
+            i += step
+        unmapped += [w for w in _unmapped(query, toks, missed) if w not in unmapped]
     hits.sort(key=lambda h: h.start)
-    return Reading(tuple(hits), _unmapped(query, toks, missed))
+    return Reading(tuple(hits), tuple(unmapped))
+
+
+def _segments(toks: Sequence[Token], sized: Sequence[SizeHit]) -> list[list[Token]]:
+    """The tokens outside the sizes, in runs a size does not interrupt (a phrase or an
+    unmapped run never spans a size)."""
+    runs: list[list[Token]] = [[]]
+    for t in toks:
+        if any(s.start < t.end and t.start < s.end for s in sized):
+            runs.append([])
+        else:
+            runs[-1].append(t)
+    return [r for r in runs if r]
 
 
 def _unmapped(query: str, toks: Sequence[Token], missed: Sequence[int]) -> tuple[str, ...]:

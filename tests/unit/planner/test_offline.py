@@ -347,3 +347,11 @@ def test_a_misspelled_benchmark_this_server_does_not_run_is_unmapped():
     catalog = [CatalogEntry("mmlu", 1, "reasoning")]
     assert plan_query("hellaswg", catalog).unmapped == ("hellaswg",)
     assert plan_query("hellaswg", CATALOG).plan.benchmarks == ("hellaswag",)
+
+
+def test_a_size_between_words_separates_them():
+    report = plan_query("korean 7B culture and quantum 1B poetry", CATALOG)
+    got = summary(report)
+    assert (got["language"], got["subject"]) == (["ko"], ["culture"])
+    assert "target" not in got  # not the phrase 'korean culture'
+    assert report.unmapped == ("quantum", "poetry")
