@@ -294,3 +294,8 @@ def test_a_long_model_name_is_not_cut_into_the_plan():
         report = plan_query(QUERY, CATALOG, long)
     assert report.fallback is None
     assert report.plan.versions["planner"] == LLM_PLANNER
+
+
+def test_the_settings_repr_leaves_the_key_out():
+    shown = repr(settings("http://127.0.0.1:9/v1"))
+    assert KEY not in shown and "planner-model" in shown

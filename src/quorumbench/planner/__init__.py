@@ -10,7 +10,7 @@ endpoint, and any failure of it falls back to the offline planner with the reaso
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quorumbench.core.plans import Plan
 
@@ -45,7 +45,9 @@ class PlannerSettings:
 
     llm_url: str | None = None
     llm_model: str | None = None
-    llm_api_key: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer``; left out of ``repr`` so that it never shows in
+    a log line or a traceback."""
     timeout_s: float = 20.0
 
 
