@@ -220,8 +220,8 @@ FORMAT_WORDS: dict[str, Words] = {
 TARGET_WORDS: dict[str, Words] = {
     "general": _w("general|global|universal|international|worldwide", "일반|보편|국제|글로벌"),
     "local/kr": _w(
-        "korea|south korea|korea specific|korean specific|republic of korea",
-        "한국|대한민국|국내|남한|우리나라",
+        "korea|south korea|korea specific|korean specific|republic of korea|csat|suneung",
+        "한국|대한민국|국내|남한|우리나라|수능|대학수학능력시험",
     ),
     "local/us": _w("america|usa|united states|us specific|american", "미국"),
     "local/jp": _w("japan", "일본"),
@@ -270,6 +270,8 @@ PILLAR_WORDS: dict[str, Words] = {
     ),
 }
 
+_TRUTHFUL = "truthfulness|truthful|hallucination|hallucinations|hallucinate|hallucinates"
+_TRUTHFUL_KO = "진실성|환각|할루시네이션"
 BENCHMARK_WORDS: dict[str, Words] = {
     "arith": _w("arith|arith benchmark"),
     "gen-language": _w("gen language"),
@@ -278,8 +280,12 @@ BENCHMARK_WORDS: dict[str, Words] = {
     "gsm8k": _w("gsm8k|gsm 8k|grade school math 8k"),
     "humaneval": _w("humaneval|human eval"),
     "mbpp": _w("mbpp"),
-    "truthfulqa-mc1": _w("truthfulqa mc1|truthful qa mc1|truthfulqa|truthful qa"),
-    "truthfulqa-mc2": _w("truthfulqa mc2|truthful qa mc2|truthfulqa|truthful qa"),
+    "truthfulqa-mc1": _w(
+        "truthfulqa mc1|truthful qa mc1|truthfulqa|truthful qa|" + _TRUTHFUL, _TRUTHFUL_KO
+    ),
+    "truthfulqa-mc2": _w(
+        "truthfulqa mc2|truthful qa mc2|truthfulqa|truthful qa|" + _TRUTHFUL, _TRUTHFUL_KO
+    ),
     "arc-challenge": _w("arc challenge|arc|ai2 reasoning challenge"),
     "hellaswag": _w("hellaswag|hella swag"),
     "mmlu": _w("mmlu"),

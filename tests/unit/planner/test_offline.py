@@ -118,6 +118,11 @@ TABLE = [
     ("best model for Chinese poetry", {"language": ["zh"]}, ["poetry"]),
     ("models good at economics and finance", {"subject": ["hass/economics"]}, []),
     ("a multilingual model for translation", {}, ["multilingual", "translation"]),
+    (
+        "model that doesn't hallucinate facts",
+        {"skill": ["knowledge"], "benchmarks": ["truthfulqa-mc1", "truthfulqa-mc2"]},
+        [],
+    ),
     # Korean
     (
         "한국 고등학교 수학에 가장 좋은 작은 모델",
@@ -175,6 +180,8 @@ TABLE = [
     ("윤리와 철학 질문에 답하는 모델", {"subject": ["hass/ethics", "hass/philosophy"]}, []),
     ("경제와 금융 지식", {"skill": ["knowledge"], "subject": ["hass/economics"]}, []),
     ("시와 번역을 잘하는 모델", {}, ["시와 번역을"]),
+    ("수능 수학 문제를 잘 푸는 모델", {"subject": ["science/math"], "target": ["local/kr"]}, []),
+    ("환각이 적은 모델", {"benchmarks": ["truthfulqa-mc1", "truthfulqa-mc2"]}, []),
     # mixed
     (
         "작은 모델 for 한국어 math",
