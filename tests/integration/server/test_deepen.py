@@ -13,9 +13,12 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 from sqlalchemy import func, select
 
 from quorumbench.api.app import create_app
+from quorumbench.api.embedded import EmbeddedServer
+from quorumbench.cli.verify_cmd import verify
 from quorumbench.core.plans import parse_plan
 from quorumbench.core.publiclog import leaderboard_from_log
 from quorumbench.db.models import TASK_DEEPEN, TASK_EPOCH, Account, Model, Task
@@ -29,6 +32,7 @@ from .test_api import pull, register, submit
 
 PHYSICS = {f"s{i}" for i in range(1, 20, 2)}
 RUNNERS = ("r1", "r2", "r3", "r4", "r5")
+DEEPEN_UNCHECKED = "deepen task: samples chosen by a plan's labels, not by the epoch seed"
 
 
 @pytest.fixture
@@ -110,7 +114,7 @@ def _board_rows(api):
 
 
 def test_deepen_schedules_the_plan_samples_and_runners_verify_them_off_the_board(
-    make_ctx, labelled_spec, db_url
+    make_ctx, labelled_spec, db_url, tmp_path
 ):
     ctx, people = _world(make_ctx, labelled_spec, db_url)
     with TestClient(create_app(ctx.settings, context=ctx, run_scheduler=False)) as api:
@@ -177,6 +181,13 @@ def test_deepen_schedules_the_plan_samples_and_runners_verify_them_off_the_board
         # Now thick enough: nothing more to do.
         done = deepen.request(ctx, plan, _account(ctx, "asker"))
         assert done["tasks"] == 0 and "7 verified samples" in done["skipped"][0]["reason"]
+
+    # `quorumbench verify` from outside: the log recomputes the board without them, and
+    # their samples are not checked against the epoch's seed (a plan chose them)
+    with EmbeddedServer(create_app(ctx.settings, context=ctx, run_scheduler=False)) as server:
+        report = verify(server.url, tmp_path / "verify-state.json", Console())
+    assert report.problems == [] and report.rows_compared == 1
+    assert report.samples_unchecked[DEEPEN_UNCHECKED] == len(made)
 
 
 def test_epoch_scheduling_is_unaffected(make_ctx, labelled_spec, clock):
