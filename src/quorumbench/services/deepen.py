@@ -120,6 +120,9 @@ def _evidence(
 ) -> tuple[set[SampleKey], set[SampleKey]]:
     """The model's samples with a verified result (DONE tasks of any purpose) and those
     in its open tasks, in the slice's benchmarks."""
+    # Two requests (of different plans) for one model take turns here, so neither
+    # schedules samples the other has just made open (SQLite: one writer at a time).
+    session.execute(select(Model.id).where(Model.id == model_id).with_for_update())
     names = {row.id: name for name, row in rows.items()}
     done: set[SampleKey] = set()
     open_: set[SampleKey] = set()
