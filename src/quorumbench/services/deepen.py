@@ -187,7 +187,14 @@ def request(ctx: ServerContext, plan: Plan, owner_id: int) -> Mapping[str, Any]:
             )
         _check_open_requests(session, ctx, owner_id, plan_id)
         room = settings.deepen_max_tasks
-        for model in plan_models(session, plan):
+        models = plan_models(session, plan)
+        known = {m.name for m in models} | {m.ref for m in models}
+        for name in plan.models.names if plan.models.select == "named" else ():
+            if name not in known:
+                skipped.append(
+                    {"model_id": None, "model": name, "ref": None, "reason": "no such public model"}
+                )
+        for model in models:
             if len(scheduled) >= settings.deepen_max_models or room <= 0:
                 not_considered += 1
                 continue
@@ -209,6 +216,9 @@ def request(ctx: ServerContext, plan: Plan, owner_id: int) -> Mapping[str, Any]:
             parts, room = _schedule(
                 ctx, session, (plan_id, owner_id, epoch.id), model, found, picked, room
             )
+            if not parts["tasks"]:  # another request made these very parts just now
+                skipped.append(_skip(model, "a request of this plan scheduled it just now"))
+                continue
             created += [t for b in parts["benchmarks"] for t in b["tasks"]]
             entry = {k: v for k, v in _skip(model, None).items() if k != "reason"}
             scheduled.append(

@@ -265,9 +265,17 @@ def test_caps(make_ctx, labelled_spec):
                 select(Task.model_id).where(Task.model_id != first["model_id"])
             ).first()
             ref = session.get_one(Model, second).ref
-        named = _plan(budget=11, models={"select": "named", "names": [ref]})
+        named = _plan(budget=11, models={"select": "named", "names": [ref, "nobody/none"]})
         other = deepen.request(ctx, named, _account(ctx, "other"))
         assert [e["model_id"] for e in other["scheduled"]] == [second]
+        assert other["skipped"] == [
+            {
+                "model_id": None,
+                "model": "nobody/none",
+                "ref": None,
+                "reason": "no such public model",
+            }
+        ]
         assert other["tasks"] == 1 and other["not_considered"] == 0
         with ctx.db.read() as session:
             count = session.scalar(
@@ -294,3 +302,19 @@ def test_a_plan_that_selects_nothing_here_is_refused(make_ctx, labelled_spec):
         "finished": False,
         "models": [],
     }
+
+
+def test_the_plans_model_selection_picks_the_models(make_ctx, labelled_spec):
+    ctx, people = _world(make_ctx, labelled_spec)
+    ctx.inspector = lambda ref: fake_metadata(ref, params=10**9 if "model-2" in ref else 1000)
+    with TestClient(create_app(ctx.settings, context=ctx, run_scheduler=False)) as api:
+        assert register(api, people, hub_ref(1)).status_code == 201
+        assert register(api, people, hub_ref(2)).status_code == 201
+        asker = _account(ctx, "asker")
+        small = deepen.request(ctx, _plan(models={"select": "filter", "max_params": 10**6}), asker)
+        assert [e["ref"] for e in small["scheduled"]] == [hub_ref(1)]
+        ggufs = deepen.request(ctx, _plan(models={"select": "filter", "kinds": ["gguf"]}), asker)
+        assert ggufs["scheduled"] == ggufs["skipped"] == [] and ggufs["tasks"] == 0
+        every = deepen.request(ctx, _plan(), asker)  # ranked: both; the first has its tasks
+        assert [e["ref"] for e in every["scheduled"]] == [hub_ref(2)]
+        assert [e["ref"] for e in every["skipped"]] == [hub_ref(1)]
