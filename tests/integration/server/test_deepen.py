@@ -26,6 +26,7 @@ from quorumbench.errors import NotFoundError, RateLimitedError
 from quorumbench.services import deepen
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.scheduler import gaps, tick
+from quorumbench.services.subjects import by_subject
 
 from .conftest import fake_metadata, hub_ref
 from .test_api import pull, register, submit
@@ -177,6 +178,13 @@ def test_deepen_schedules_the_plan_samples_and_runners_verify_them_off_the_board
         assert list(recomputed) == [(epoch_task.model_id, "sums")]
         assert recomputed[(epoch_task.model_id, "sums")][0].n_samples == 4
         assert recomputed[(epoch_task.model_id, "sums")][0].n_tasks == 1
+
+        # nor in the model page's subject table (the epoch task's four samples only)
+        with ctx.db.read() as session:
+            table = by_subject(ctx, session, epoch_task.model_id)
+        assert sum(row.n_samples for row in table.get("sums", [])) in (0, 4)
+        physics = [row.n_samples for row in table.get("sums", []) if "physics" in row.subject]
+        assert physics in ([], [len(verified)])
 
         # Now thick enough: nothing more to do.
         done = deepen.request(ctx, plan, _account(ctx, "asker"))
