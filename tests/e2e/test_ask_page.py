@@ -143,6 +143,7 @@ def endpoint(smollm2_dir):
 
 
 def test_ask_with_an_endpoint_and_watch_it_finish(page, server, dana, endpoint):
+    axe = AxeFindings()
     signed_in(page, server, dana)
     seen: list[str] = []
     page.on("request", lambda request: seen.append(f"{request.url} {request.post_data or ''}"))
@@ -156,7 +157,9 @@ def test_ask_with_an_endpoint_and_watch_it_finish(page, server, dana, endpoint):
     page.wait_for_url(re.compile(r"/asks/[^/?]+$"))
     assert KEY not in page.url
     status = page.locator("#ask-status-badge")
-    assert status.inner_text() in ("PENDING", "STARTED", "SUCCESS")
+    assert status.inner_text() in ("PENDING", "STARTED")
+    assert page.locator("#ask-watch").is_visible()  # the script follows it
+    axe.check(page, "a running ask")
     # the poller follows it and the page reloads once it is done
     page.wait_for_function(
         "['SUCCESS', 'FAILURE'].includes(document.getElementById('ask-status-badge').textContent)"
@@ -170,6 +173,8 @@ def test_ask_with_an_endpoint_and_watch_it_finish(page, server, dana, endpoint):
     assert row.locator("td.samples").inner_text().startswith("2")
     assert page.locator("#ask-progress").get_attribute("value") == "2"
     shot(page, "ask-endpoint")
+    axe.check(page, "a finished ask with an endpoint")
+    assert not axe.found, axe.found
     # the key went out once, in the form's POST body, and never came back
     posts = [s for s in seen if KEY in s]
     assert len(posts) == 1 and posts[0].startswith(server + "/ask ")
