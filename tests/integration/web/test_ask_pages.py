@@ -189,7 +189,7 @@ def test_an_endpoint_url_with_credentials_is_refused_in_place(app, cookie):
         ("/ask?plan=" + "0" * 64, 404, "no plan"),
         ("/asks/no-such-ask", 404, "no ask"),
         ("/asks/no-such-ask/progress", 404, "no ask"),
-        ("/asks/" + "x" * 65, 422, ""),
+        ("/asks/" + "x" * 65, 400, ""),
     ],
 )
 def test_unknown_plans_and_asks_are_not_found(app, path, status, text):
