@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import exists, func, or_, select
+from sqlalchemy import exists, func, or_, select, text
 from sqlalchemy.orm import Session
 
 from quorumbench.core.plans import Plan
@@ -302,7 +302,7 @@ def _schedule(
                 )
                 .on_conflict_do_nothing(
                     index_elements=["plan_id", "model_id", "benchmark_id", "part"],
-                    index_where=Task.purpose == TASK_DEEPEN,
+                    index_where=text(f"purpose = '{TASK_DEEPEN}'"),
                 )
                 .returning(Task.id)
             ).scalar()
