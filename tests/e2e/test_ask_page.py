@@ -148,7 +148,6 @@ def test_ask_with_an_endpoint_and_watch_it_finish(page, server, dana, endpoint):
     seen: list[str] = []
     page.on("request", lambda request: seen.append(f"{request.url} {request.post_data or ''}"))
     page.goto(server + "/ask?q=" + QUERY)
-    page.get_by_label("Add benchmarks").select_option("arith")
     page.get_by_label("Samples per model").fill("2")  # generation on a shared CPU
     page.get_by_label("Base URL").fill(endpoint.base_url)
     page.get_by_label("Model name").fill("smol")
@@ -168,7 +167,7 @@ def test_ask_with_an_endpoint_and_watch_it_finish(page, server, dana, endpoint):
     )
     assert status.inner_text() == "SUCCESS", page.locator("#ask-status").inner_text()
     row = page.locator("#ask-board tbody.endpoints tr.endpoint")
-    assert row.count() == 1
+    assert row.count() == 1 and len(board_names(page)) == 6  # beside the verified models
     assert "not cross-checked" in row.inner_text() and "smol" in row.inner_text()
     assert row.locator("td.samples").inner_text().startswith("2")
     assert page.locator("#ask-progress").get_attribute("value") == "2"
