@@ -68,6 +68,7 @@ def test_a_question_becomes_chips_and_the_edited_plan_a_board_of_the_cache(seed,
         board = browser.get(location)
         csv_text = browser.get(location + "&format=csv").text
         data = browser.get(location + "&format=json").json()
+        api = browser.client.get(f"/v0/plans/{plan_id}", headers={"Accept": "application/json"})
     plan, answer = asks.plan_board(seed.ctx, plan_id)
     assert plan.label_values("subject") == ("science/even",)
     assert plan.label_values("skill") == ("reasoning",)
@@ -89,6 +90,9 @@ def test_a_question_becomes_chips_and_the_edited_plan_a_board_of_the_cache(seed,
     assert f'<code id="plan-id">{plan_id}</code>' in board.text
     assert f'href="http://testserver/ask?plan={plan_id}"' in board.text
     assert "- science/even" in html_lib.unescape(board.text)  # the YAML
+    # and the API's board of the plan, linked
+    assert f'<a href="/v0/plans/{plan_id}?format=csv">CSV</a>' in board.text
+    assert api.status_code == 200, api.text
 
 
 @pytest.mark.parametrize("budget", [5, 5000])
