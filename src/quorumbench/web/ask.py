@@ -18,7 +18,8 @@
   session cookie; without JavaScript a refresh link does the same.
 
 Boards also answer ``?format=json`` and ``?format=csv``. A refused plan is shown back
-in the form with its message (400); other errors are the site's error page.
+in the form with its message (422, as the API answers it), as are the asks service's
+refusals of the input; other errors are the site's error page.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The form shows each label key, the pillars, the benchmarks and the model selection as
 checkboxes ("chips", ticked: in the plan; untick one to remove it) with a select or a
 text field beside them to add a value; submitting it posts every ticked value and
-every added one, and :func:`plan_from_form` turns those fields into the plan's JSON
+every added one, and :meth:`FormState.plan_json` turns those fields into the plan's JSON
 form, which :func:`quorumbench.core.plans.parse_plan` then validates. No JavaScript
 is needed.
 
