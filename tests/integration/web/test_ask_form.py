@@ -10,11 +10,13 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from quorumbench.core.plans import Plan, parse_plan
 from quorumbench.web.ask_form import FormState, fmt_size, parse_size
+from quorumbench.web.ask_view import ago
 
 from .browser import Browser, forms_of
 
@@ -259,3 +261,32 @@ def test_a_plan_survives_the_form_unchanged(plan):
 )
 def test_a_size_reads_back_as_the_same_number(size):
     assert parse_size(fmt_size(size), "x") == size
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (-5, "just now"),
+        (59, "just now"),
+        (60, "1 minute ago"),
+        (7200, "2 hours ago"),
+        (86400 * 3, "3 days ago"),
+    ],
+)
+def test_freshness_reads_as_time_ago(seconds, text):
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert ago(now - timedelta(seconds=seconds), now) == text
+    assert ago(None, now) == "—"
+
+
+@pytest.mark.parametrize(
+    "posted", ["", "{not json", "[1]", '{"matches": [[1, 2]]}', '{"matches": 5}']
+)
+def test_an_unreadable_planner_note_annotates_nothing_and_changes_no_plan(site, posted):
+    with Browser(site.app) as browser:
+        page = update(browser, [*BASE, ("skill", "value"), ("how", posted)])
+    assert page.status_code == 200
+    assert (
+        f'<code id="plan-id">{parse_plan({"labels": {"skill": ["value"]}}).id}</code>' in page.text
+    )
+    assert 'id="how"' not in page.text
