@@ -4,17 +4,23 @@ Generation goes to ``/chat/completions`` (chat prompts) or ``/completions`` (pla
 text), greedy (``temperature: 0``). Multiple choice is scored the way
 lm-evaluation-harness's ``local-completions`` model does it: ``context +
 continuation`` is sent to ``/completions`` with ``echo`` and ``logprobs`` and the
-log-probabilities of the continuation's tokens are summed. An endpoint that cannot
+log-probabilities of the continuation's tokens are summed. One new token is asked for
+(``max_tokens: 1``) and ignored: llama.cpp's servers read ``max_tokens: 0`` as "no
+limit" and would generate to the end of the context. An endpoint that cannot
 echo log-probabilities makes the backend fall back, once and for good, to a
 letter-choice prompt through ``/chat/completions``.
 
 Requests run concurrently (at most ``max_concurrency`` at a time) on an
 ``httpx.AsyncClient``; connection errors, timeouts, HTTP 429 and 5xx are retried
 with exponential backoff (honouring ``Retry-After``). Other 4xx answers fail at once
-with :class:`~quorumbench.errors.EndpointError`.
+with :class:`~quorumbench.errors.EndpointError`; so does a redirect (never followed).
+Pass :func:`~quorumbench.evaluation.endpoints.pinned_transport` as ``transport`` to
+connect only to checked public addresses.
 
 The API key is sent as ``Authorization: Bearer …`` and nowhere else: it is kept in a
-:class:`~pydantic.SecretStr`, scrubbed from every error message, and never logged.
+:class:`~pydantic.SecretStr`, scrubbed from every error message, never logged, and no
+httpx error (whose request holds the header) travels on as an exception's cause or
+context.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ LETTER_INSTRUCTION = (
 _FATAL_5XX = {501, 505}
 _UNSUPPORTED_STATUS = {404, 405, 501}
 _MAX_DETAIL = 200
+ECHO_MAX_TOKENS = 1
+"""New tokens asked for with an echoed prompt; ignored. Not 0: llama.cpp reads 0 as no limit."""
 
 
 class _Transient(Exception):
@@ -112,9 +120,10 @@ class _KeepOpen(httpx.AsyncBaseTransport):
 
 
 def _public_url(url: str) -> str:
-    """``url`` without query string or fragment (they may carry tokens)."""
+    """``url`` without user info, query string or fragment (they may carry tokens)."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    netloc = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 def sanitize(text: str, secret: str | None) -> str:
@@ -263,7 +272,6 @@ class OpenAICompatBackend:
         self._sleep = sleep
         self._letter_max_tokens = letter_max_tokens
         self._letters = False
-        self._echo_max_tokens = 0
         self._info: ModelInfo | None = None
         self._closed = False
 
@@ -326,10 +334,15 @@ class OpenAICompatBackend:
                     return await session.client.get(path)
                 return await session.client.post(path, json=body)
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            failure = type(exc).__name__
+            failure, transient = type(exc).__name__, True
+        except httpx.HTTPError as exc:  # a bad URL, an unsupported protocol, a decoding error
+            failure, transient = f"{type(exc).__name__}: {exc}", False
         # Raised outside the except block: the httpx error (whose request carries the
         # Authorization header) does not travel on as __context__.
-        raise _Transient(f"{self._where(path)} failed: {failure}")
+        message = f"{self._where(path)} failed: {sanitize(failure, self._secret())}"
+        if transient:
+            raise _Transient(message)
+        raise EndpointError(message)
 
     async def _call(
         self,
@@ -368,6 +381,14 @@ class OpenAICompatBackend:
 
     def _decode(self, response: httpx.Response, path: str) -> Json:
         status = response.status_code
+        location = response.headers.get("location")
+        if 300 <= status < 400 and location is not None:
+            target = _public_url(str(response.url.join(location)))
+            raise EndpointError(
+                f"{self._where(path)} redirected (HTTP {status}) to {sanitize(target, None)}; "
+                "redirects are not followed (use the final URL as the endpoint)",
+                status,
+            )
         if not 200 <= status < 300:
             detail = sanitize(_error_detail(response), self._secret())
             raise EndpointError(f"{self._where(path)} answered HTTP {status}: {detail}", status)
@@ -440,32 +461,27 @@ class OpenAICompatBackend:
         self, session: _Session, context: str, option: str
     ) -> tuple[float, int]:
         prompt = context + option
-        while True:
-            max_tokens = self._echo_max_tokens
-            body: Json = {
-                "model": self._model,
-                "prompt": prompt,
-                "echo": True,
-                "max_tokens": max_tokens,
-                "logprobs": 1,
-                "temperature": 0,
-            }
-            try:
-                data = await self._call(session, "completions", body)
-            except EndpointError as exc:
-                message = exc.message.lower()
-                if exc.status in _UNSUPPORTED_STATUS:
-                    raise _Unsupported(exc.message) from None
-                if exc.status in (400, 422) and max_tokens == 0 and "max_tokens" in message:
-                    self._echo_max_tokens = 1  # this server wants at least one new token
-                    continue
-                if exc.status in (400, 422) and ("echo" in message or "logprob" in message):
-                    raise _Unsupported(exc.message) from None
-                raise
-            logprobs = self._choice(data, "completions").get("logprobs")
-            if not isinstance(logprobs, dict):
-                raise _Unsupported("no logprobs in the answer")
-            return continuation_logprob(logprobs, len(context), len(prompt))
+        body: Json = {
+            "model": self._model,
+            "prompt": prompt,
+            "echo": True,
+            "max_tokens": ECHO_MAX_TOKENS,  # generated after the prompt: ignored
+            "logprobs": 1,
+            "temperature": 0,
+        }
+        try:
+            data = await self._call(session, "completions", body)
+        except EndpointError as exc:
+            message = exc.message.lower()
+            if exc.status in _UNSUPPORTED_STATUS:
+                raise _Unsupported(exc.message) from None
+            if exc.status in (400, 422) and ("echo" in message or "logprob" in message):
+                raise _Unsupported(exc.message) from None
+            raise
+        logprobs = self._choice(data, "completions").get("logprobs")
+        if not isinstance(logprobs, dict):
+            raise _Unsupported("no logprobs in the answer")
+        return continuation_logprob(logprobs, len(context), len(prompt))
 
     async def _by_letter(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
         if len(request.options) > len(LETTERS):
