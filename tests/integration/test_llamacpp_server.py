@@ -1,0 +1,140 @@
+"""The OpenAI-compatible backend against a real third-party server: llama-cpp-python.
+
+``python -m llama_cpp.server`` serves the bundled SmolLM2 GGUF with an API key it
+checks (``llamacpp.py``). Multiple choice goes by echoed log-probabilities (the path
+that never finished before: ``max_tokens: 0`` means "no limit" to llama.cpp), and
+generation by ``/completions``. The per-sample predictions are compared with our
+in-process path on the same items (the GGUF dequantized to a transformers model,
+``smollm2_backend``). llama.cpp computes with the quantized weights, so predictions
+may differ: the agreement is printed, and only what must hold is asserted.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from quorumbench.backends import BackendOptions
+from quorumbench.backends.openai_compat import OpenAICompatBackend
+from quorumbench.benchmarks import load_benchmark
+from quorumbench.errors import EndpointError
+from quorumbench.evaluation.backend import ChoiceRequest
+from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.endpoints import pinned_transport
+from quorumbench.evaluation.engine import EvalConfig, evaluate
+from quorumbench.evaluation.refs import parse_ref
+
+from .llamacpp import LLAMACPP_KEY, LlamaCppServer, require_llamacpp, serve_llamacpp
+
+pytestmark = [pytest.mark.model]
+
+MC_ITEMS = 8
+GEN_ITEMS = 3
+REQUEST_TIMEOUT_S = 60.0
+"""Far above what one request takes (well under a second for SmolLM2-135M on two
+cores), far below what ``max_tokens: 0`` cost (115.9 s: generation to the context end)."""
+
+
+@pytest.fixture(scope="module")
+def llamacpp_server(smollm2_gguf, tmp_path_factory) -> Iterator[LlamaCppServer]:
+    require_llamacpp()
+    with serve_llamacpp(smollm2_gguf, log_dir=tmp_path_factory.mktemp("llamacpp")) as server:
+        yield server
+
+
+def report(capsys: pytest.CaptureFixture[str], lines: list[str]) -> None:
+    """Show the figures in the test log even when output is captured."""
+    with capsys.disabled():
+        sys.stdout.write("\n" + "\n".join(lines) + "\n")
+
+
+def backend_for(server: LlamaCppServer, key: str | None = LLAMACPP_KEY) -> OpenAICompatBackend:
+    options = BackendOptions(
+        api_key=SecretStr(key) if key else None,
+        timeout_s=REQUEST_TIMEOUT_S,
+        max_retries=0,  # a timeout must fail the test, not hide behind retries
+        max_concurrency=2,
+    )
+    # The server is on loopback, so private addresses are allowed; the connection still
+    # goes through the pinned transport, as a user's endpoint does.
+    return OpenAICompatBackend(
+        parse_ref(server.ref), options, transport=pinned_transport(allow_private=True)
+    )
+
+
+def agreement(ours, theirs) -> tuple[int, int]:
+    pairs = list(zip(ours.samples, theirs.samples, strict=True))
+    assert [a.id for a, _ in pairs] == [b.id for _, b in pairs]
+    return sum(a.prediction == b.prediction for a, b in pairs), len(pairs)
+
+
+def test_the_server_checks_the_key(llamacpp_server):
+    models = f"{llamacpp_server.base_url}/models"
+    assert httpx.get(models, timeout=10).status_code == 401
+    wrong = "sk-wrong-SECRET-123"
+    request = ChoiceRequest("Q: What is 2+2?\nA:", (" 4", " 5"), "2+2?", ("4", "5"), (0, 1))
+    with pytest.raises(EndpointError) as caught:
+        backend_for(llamacpp_server, key=wrong).choose([request], batch_size=1)
+    assert caught.value.status == 401
+    assert "SECRET" not in caught.value.message
+
+
+def test_mc_by_logprobs_agrees_with_the_in_process_path(
+    llamacpp_server, smollm2_backend, datasets_dir, capsys
+):
+    bench = load_benchmark("truthfulqa-mc1", BenchmarkContext(datasets_dir))
+    config = EvalConfig(n=MC_ITEMS, seed="llamacpp", batch_size=4)
+    backend = backend_for(llamacpp_server)
+    started = time.perf_counter()
+    remote = evaluate(bench, backend, config)
+    elapsed = time.perf_counter() - started
+    local = evaluate(bench, smollm2_backend, config)
+
+    assert not backend.uses_letters, "llama.cpp's echoed log-probabilities were not used"
+    assert all(s.prediction is not None for s in remote.samples)
+    same, total = agreement(remote, local)
+    lines = [
+        f"RESULT llamacpp truthfulqa-mc1 items={total} agree={same}/{total} "
+        f"acc_llamacpp={remote.aggregate['mean']:.3f} "
+        f"acc_inprocess={local.aggregate['mean']:.3f} wall_s={elapsed:.1f}"
+    ]
+    lines += [
+        f"  {ours.id}: llamacpp={ours.prediction} inprocess={theirs.prediction} "
+        f"ll_llamacpp={ours.output} ll_inprocess={theirs.output}"
+        for ours, theirs in zip(remote.samples, local.samples, strict=True)
+    ]
+    report(capsys, lines)
+    # Each option is one request with max_tokens 1: seconds in all, never minutes.
+    assert elapsed < MC_ITEMS * REQUEST_TIMEOUT_S / 4
+
+
+def test_generation_agrees_with_the_in_process_path(
+    llamacpp_server, smollm2_backend, datasets_dir, capsys
+):
+    bench = load_benchmark("gsm8k", BenchmarkContext(datasets_dir, shots=2, max_new_tokens=48))
+    config = EvalConfig(n=GEN_ITEMS, seed="llamacpp", batch_size=4, prompt_style="plain")
+    started = time.perf_counter()
+    remote = evaluate(bench, backend_for(llamacpp_server), config)
+    elapsed = time.perf_counter() - started
+    local = evaluate(bench, smollm2_backend, config)
+
+    assert all(s.output.strip() for s in remote.samples), "llama.cpp generated nothing"
+    same, total = agreement(remote, local)
+    same_text = sum(
+        a.output == b.output for a, b in zip(remote.samples, local.samples, strict=True)
+    )
+    lines = [
+        f"RESULT llamacpp gsm8k items={total} agree={same}/{total} "
+        f"same_text={same_text}/{total} wall_s={elapsed:.1f}"
+    ]
+    for ours, theirs in zip(remote.samples, local.samples, strict=True):
+        lines += [
+            f"  {ours.id}: llamacpp={ours.output[:70]!r}",
+            f"  {'':{len(ours.id)}}  inprocess={theirs.output[:70]!r}",
+        ]
+    report(capsys, lines)
