@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import string
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +39,17 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from quorumbench.backends._plugin import BackendOptions
+from quorumbench.backends.openai_scoring import (
+    LETTER_INSTRUCTION,
+    LETTERS,
+    EchoUnsupported,
+    chat_content,
+    check_echo_alignment,
+    completion_tokens,
+    continuation_logprob,
+    letter_prompt,
+    parse_letter,
+)
 from quorumbench.errors import BackendError, EndpointError, InvalidRefError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
@@ -54,6 +64,20 @@ from quorumbench.evaluation.backend import (
 from quorumbench.evaluation.extract import truncate_at_stop
 from quorumbench.evaluation.refs import ModelRef
 
+__all__ = [
+    "ECHO_MAX_TOKENS",
+    "LETTERS",
+    "LETTER_INSTRUCTION",
+    "OpenAICompatBackend",
+    "check_echo_alignment",
+    "continuation_logprob",
+    "letter_prompt",
+    "load_openai_backend",
+    "parse_letter",
+    "retry_after_seconds",
+    "sanitize",
+]
+
 T = TypeVar("T")
 Json = dict[str, Any]
 Sleep = Callable[[float], Awaitable[None]]
@@ -62,11 +86,6 @@ MAX_SERVER_STOPS = 4
 """OpenAI accepts at most four stop sequences; the rest are applied locally."""
 MAX_RETRY_AFTER_S = 120.0
 """A server's ``Retry-After`` is honoured up to this many seconds."""
-LETTERS = string.ascii_uppercase
-LETTER_INSTRUCTION = (
-    "Answer the following multiple-choice question. "
-    "Reply with the letter of the correct option only."
-)
 _FATAL_5XX = {501, 505}
 _UNSUPPORTED_STATUS = {404, 405, 501}
 _MAX_DETAIL = 200
@@ -81,10 +100,6 @@ class _Transient(Exception):
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
-
-
-class _Unsupported(Exception):
-    """The endpoint cannot echo prompt log-probabilities."""
 
 
 async def _in_order(coros: Sequence[Awaitable[T]]) -> list[T]:
@@ -176,61 +191,6 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def letter_prompt(request: ChoiceRequest) -> str:
-    """The letter-choice prompt: the options in ``letter_order``, labelled A, B, C."""
-    lines = [LETTER_INSTRUCTION, "", f"Question: {request.question}"]
-    for letter, index in zip(LETTERS, request.letter_order, strict=False):
-        lines.append(f"{letter}. {request.options[index]}")
-    lines += ["", "Answer:"]
-    return "\n".join(lines)
-
-
-def parse_letter(reply: str, n_options: int) -> int | None:
-    """Position (0 = A) of the first standalone option letter in ``reply``, if any."""
-    for match in re.finditer(r"(?<![A-Za-z0-9])([A-Z])(?![A-Za-z0-9])", reply):
-        position = ord(match.group(1)) - ord("A")
-        if position < n_options:
-            return position
-    return None
-
-
-def continuation_logprob(logprobs: Json, context_len: int, prompt_len: int) -> tuple[float, int]:
-    """Sum of the log-probabilities of the tokens that cover ``prompt[context_len:]``.
-
-    ``logprobs`` is a completion choice's ``logprobs`` object (``tokens``,
-    ``token_logprobs``, ``text_offset``). A token counts when it ends after the
-    context and starts inside the prompt (tokens a server generated after the prompt
-    are ignored). Returns the sum and the number of tokens.
-
-    Raises:
-        _Unsupported: the object lacks the echoed prompt tokens.
-    """
-    tokens = logprobs.get("tokens")
-    values = logprobs.get("token_logprobs")
-    offsets = logprobs.get("text_offset")
-    if not (isinstance(tokens, list) and isinstance(values, list) and isinstance(offsets, list)):
-        raise _Unsupported("no tokens/token_logprobs/text_offset in the answer")
-    if not tokens or len(tokens) != len(values) or len(tokens) != len(offsets):
-        raise _Unsupported("tokens, token_logprobs and text_offset differ in length")
-    if offsets[0] != 0:
-        raise _Unsupported("the answer does not echo the prompt")
-    total, count = 0.0, 0
-    for i, (start, value) in enumerate(zip(offsets, values, strict=True)):
-        end = offsets[i + 1] if i + 1 < len(offsets) else start + len(str(tokens[i]))
-        if start >= prompt_len or end <= context_len:
-            continue
-        if value is None:
-            raise EndpointError(
-                "the endpoint gave no log-probability for the first option token "
-                "(an option at the very start of the prompt cannot be scored)"
-            )
-        total += float(value)
-        count += 1
-    if count == 0:
-        raise _Unsupported("no echoed token covers the continuation")
-    return total, count
-
-
 class OpenAICompatBackend:
     """A model served by an OpenAI-compatible endpoint.
 
@@ -272,6 +232,7 @@ class OpenAICompatBackend:
         self._sleep = sleep
         self._letter_max_tokens = letter_max_tokens
         self._letters = False
+        self._echo_trusted = False
         self._info: ModelInfo | None = None
         self._closed = False
 
@@ -423,7 +384,7 @@ class OpenAICompatBackend:
             body["prompt"] = request.prompt.text
         data = await self._call(session, path, body)
         choice = self._choice(data, path)
-        raw = _chat_content(choice) if messages is not None else choice.get("text")
+        raw = chat_content(choice) if messages is not None else choice.get("text")
         text, cut = truncate_at_stop(raw if isinstance(raw, str) else "", stops)
         server_stop = choice.get("stop_reason")  # vLLM: the stop string that matched
         reason: FinishReason = "eos"
@@ -431,7 +392,7 @@ class OpenAICompatBackend:
             reason = "stop"
         elif choice.get("finish_reason") == "length":
             reason = "length"
-        return GenerateResult(text, _completion_tokens(data), reason)
+        return GenerateResult(text, completion_tokens(data), reason)
 
     def generate(
         self,
@@ -474,13 +435,15 @@ class OpenAICompatBackend:
         except EndpointError as exc:
             message = exc.message.lower()
             if exc.status in _UNSUPPORTED_STATUS:
-                raise _Unsupported(exc.message) from None
+                raise EchoUnsupported(exc.message) from None
             if exc.status in (400, 422) and ("echo" in message or "logprob" in message):
-                raise _Unsupported(exc.message) from None
+                raise EchoUnsupported(exc.message) from None
             raise
-        logprobs = self._choice(data, "completions").get("logprobs")
+        choice = self._choice(data, "completions")
+        logprobs = choice.get("logprobs")
         if not isinstance(logprobs, dict):
-            raise _Unsupported("no logprobs in the answer")
+            raise EchoUnsupported("no logprobs in the answer")
+        check_echo_alignment(choice, prompt)
         return continuation_logprob(logprobs, len(context), len(prompt))
 
     async def _by_letter(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
@@ -493,11 +456,11 @@ class OpenAICompatBackend:
             "max_tokens": self._letter_max_tokens,
         }
         data = await self._call(session, "chat/completions", body)
-        reply = _chat_content(self._choice(data, "chat/completions"))
+        reply = chat_content(self._choice(data, "chat/completions"))
         position = parse_letter(reply, len(request.letter_order))
         chosen = request.letter_order[position] if position is not None else None
         return ChoiceResult(
-            "letter", chosen=chosen, raw_text=reply, n_tokens=_completion_tokens(data)
+            "letter", chosen=chosen, raw_text=reply, n_tokens=completion_tokens(data)
         )
 
     async def _choose_one(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
@@ -506,9 +469,10 @@ class OpenAICompatBackend:
             options = [self._score_option(session, context, c) for c in request.continuations]
             try:
                 scored = await _in_order(options)
-            except _Unsupported:
+            except EchoUnsupported:
                 self._letters = True  # remembered: later requests skip the attempt
             else:
+                self._echo_trusted = True
                 return ChoiceResult(
                     "loglikelihood",
                     tuple(ll for ll, _ in scored),
@@ -536,7 +500,12 @@ class OpenAICompatBackend:
                 progress(1)
                 return result
 
-            return await _in_order([one(r) for r in requests])
+            if self._letters or self._echo_trusted:
+                return await _in_order([one(r) for r in requests])
+            # The first request alone decides between log-probabilities and letters, so
+            # every request of a run is scored the same way.
+            first = await one(requests[0])
+            return [first, *await _in_order([one(r) for r in requests[1:]])]
 
         return self._run(work) if requests else []
 
@@ -588,18 +557,6 @@ class OpenAICompatBackend:
     def close(self) -> None:
         """Stop answering requests. Clients live for one call, so none is left open."""
         self._closed = True
-
-
-def _chat_content(choice: Json) -> str:
-    message = choice.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else ""
-
-
-def _completion_tokens(data: Json) -> int:
-    usage = data.get("usage")
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return tokens if isinstance(tokens, int) else 0
 
 
 def load_openai_backend(ref: ModelRef, options: BackendOptions) -> OpenAICompatBackend:

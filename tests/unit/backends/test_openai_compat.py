@@ -458,7 +458,7 @@ def test_a_token_spanning_the_boundary_counts_for_the_continuation():
 def test_answers_without_usable_prompt_logprobs_count_as_unsupported(logprobs):
     with pytest.raises(Exception) as caught:
         continuation_logprob(logprobs, 2, 3)
-    assert type(caught.value).__name__ == "_Unsupported"
+    assert type(caught.value).__name__ == "EchoUnsupported"
 
 
 def test_an_option_at_the_start_of_the_prompt_cannot_be_scored():
@@ -687,3 +687,75 @@ def test_repr_and_info_never_show_the_key():
     assert KEY not in repr(backend)
     assert KEY not in repr(backend.info)
     assert "SECRET" not in repr(BackendOptions(api_key=SecretStr(KEY)))
+
+
+# -- llama-cpp-python's misaligned echo ------------------------------------------------
+
+
+def llamacpp_like_handler(seen):
+    """Answers as llama-cpp-python 0.3 does for a model without a BOS token: the text
+    holds the generated token, the log-probabilities stop at the prompt's end."""
+
+    def handler(request):
+        seen.append(request.url.path)
+        if request.url.path.endswith("/chat/completions"):
+            return chat_answer("C", tokens=1)
+        body = body_of(request)
+        option = body["prompt"][len(CONTEXT) :]
+        pieces = CONTEXT_PIECES + OPTION_PIECES[option]
+        answer = echo_logprobs(body["prompt"], pieces)
+        data = answer.json()
+        data["choices"][0]["text"] += "."  # generated, but no log-probability for it
+        return httpx.Response(200, json=data)
+
+    return handler
+
+
+def test_echoed_logprobs_missing_the_generated_token_fall_back_to_letters():
+    seen: list[str] = []
+    backend = make_backend(llamacpp_like_handler(seen))
+    results = backend.choose([choice_request(), choice_request(), choice_request()], batch_size=4)
+    assert backend.uses_letters
+    assert [r.method for r in results] == ["letter"] * 3
+    assert [r.chosen for r in results] == [2, 2, 2]
+    # The first request alone found out (its options, then its letter prompt); the
+    # others went by letter at once, so no run mixes the two methods.
+    assert seen.count("/v1/completions") <= len(OPTION_PIECES)
+    assert seen.count("/v1/chat/completions") == 3
+
+
+def test_the_first_request_decides_before_the_others_start():
+    seen: list[Any] = []
+    backend = make_backend(scoring_handler(seen, generated=[(".", -0.3)]), concurrency=8)
+    results = backend.choose([choice_request()] * 4, batch_size=4)
+    assert {r.method for r in results} == {"loglikelihood"} and not backend.uses_letters
+    assert len(seen) == 4 * len(OPTION_PIECES)
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        ("Q: x", [("Q", None), (": x", -1.0)]),  # nothing generated (end of text)
+        ("Q: x!", [("Q", None), (": x", -1.0), ("!", -0.1)]),  # generated and covered
+        ("other text", [("Q", None), (": x", -1.0)]),  # a text we cannot line up
+    ],
+)
+def test_aligned_or_unknowable_echoes_pass(text, pieces):
+    from quorumbench.backends.openai_compat import check_echo_alignment
+
+    offsets = [0]
+    for piece, _ in pieces[:-1]:
+        offsets.append(offsets[-1] + len(piece))
+    logprobs = {"tokens": [p for p, _ in pieces], "text_offset": offsets}
+    check_echo_alignment({"text": text, "logprobs": logprobs}, "Q: x")
+    check_echo_alignment({"text": text}, "Q: x")
+    check_echo_alignment({"text": text, "logprobs": {"tokens": []}}, "Q: x")
+
+
+def test_a_misaligned_echo_is_named_in_the_reason():
+    from quorumbench.backends.openai_compat import check_echo_alignment
+
+    logprobs = {"tokens": ["Q", ": x"], "text_offset": [0, 1]}
+    with pytest.raises(Exception, match="misaligned by one position") as caught:
+        check_echo_alignment({"text": "Q: x.", "logprobs": logprobs}, "Q: x")
+    assert type(caught.value).__name__ == "EchoUnsupported"
