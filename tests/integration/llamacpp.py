@@ -106,11 +106,16 @@ def serve_llamacpp(
     model: str = LLAMACPP_MODEL,
     n_ctx: int = 2048,
     threads: int | None = None,
+    add_bos: bool = False,
     log_dir: Path | None = None,
 ) -> Iterator[LlamaCppServer]:
     """Run ``python -m llama_cpp.server`` on ``gguf`` (127.0.0.1, a free port) until
-    the block ends. ``api_key``: the bearer token it requires (None: none). Its output
-    goes to ``log_dir/llamacpp-<port>.log`` (a temporary folder by default)."""
+    the block ends. ``api_key``: the bearer token it requires (None: none).
+    ``add_bos``: override the GGUF's ``tokenizer.ggml.add_bos_token`` to true, which
+    llama-cpp-python needs to echo aligned prompt log-probabilities (see
+    :func:`~quorumbench.backends.openai_scoring.check_echo_alignment`); the model then
+    reads a BOS token before each prompt. Its output goes to
+    ``log_dir/llamacpp-<port>.log`` (a temporary folder by default)."""
     port = _free_port()
     folder = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
     log = folder / f"llamacpp-{port}.log"
@@ -136,6 +141,8 @@ def serve_llamacpp(
     ]
     if api_key is not None:
         command += ["--api_key", api_key]
+    if add_bos:
+        command += ["--kv_overrides", "tokenizer.ggml.add_bos_token=bool:true"]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -1,12 +1,17 @@
 """The OpenAI-compatible backend against a real third-party server: llama-cpp-python.
 
 ``python -m llama_cpp.server`` serves the bundled SmolLM2 GGUF with an API key it
-checks (``llamacpp.py``). Multiple choice goes by echoed log-probabilities (the path
-that never finished before: ``max_tokens: 0`` means "no limit" to llama.cpp), and
-generation by ``/completions``. The per-sample predictions are compared with our
+checks (``llamacpp.py``), and the per-sample predictions are compared with our
 in-process path on the same items (the GGUF dequantized to a transformers model,
 ``smollm2_backend``). llama.cpp computes with the quantized weights, so predictions
 may differ: the agreement is printed, and only what must hold is asserted.
+
+* Multiple choice by echoed log-probabilities: the path that never finished before
+  (``max_tokens: 0`` means "no limit" to llama.cpp). llama-cpp-python 0.3 echoes them
+  one position off for a model that adds no BOS token, as SmolLM2's GGUF says: run as
+  a user would, the backend must notice and choose by letter; with the GGUF's
+  ``add_bos_token`` overridden the echo is aligned and the log-probabilities are used.
+* Generation (GSM8K, greedy) through ``/completions``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ pytestmark = [pytest.mark.model]
 
 MC_ITEMS = 8
 GEN_ITEMS = 3
+MC_CONFIG = EvalConfig(n=MC_ITEMS, seed="llamacpp", batch_size=4)
 REQUEST_TIMEOUT_S = 60.0
 """Far above what one request takes (well under a second for SmolLM2-135M on two
 cores), far below what ``max_tokens: 0`` cost (115.9 s: generation to the context end)."""
@@ -42,9 +48,29 @@ cores), far below what ``max_tokens: 0`` cost (115.9 s: generation to the contex
 
 @pytest.fixture(scope="module")
 def llamacpp_server(smollm2_gguf, tmp_path_factory) -> Iterator[LlamaCppServer]:
+    """The server as a user starts it: the GGUF as it is."""
     require_llamacpp()
     with serve_llamacpp(smollm2_gguf, log_dir=tmp_path_factory.mktemp("llamacpp")) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def llamacpp_bos_server(smollm2_gguf, tmp_path_factory) -> Iterator[LlamaCppServer]:
+    """The server with ``add_bos_token`` overridden: aligned echoed log-probabilities."""
+    require_llamacpp()
+    folder = tmp_path_factory.mktemp("llamacpp-bos")
+    with serve_llamacpp(smollm2_gguf, add_bos=True, log_dir=folder) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def mc_bench(datasets_dir):
+    return load_benchmark("truthfulqa-mc1", BenchmarkContext(datasets_dir))
+
+
+@pytest.fixture(scope="module")
+def mc_local(mc_bench, smollm2_backend):
+    return evaluate(mc_bench, smollm2_backend, MC_CONFIG)
 
 
 def report(capsys: pytest.CaptureFixture[str], lines: list[str]) -> None:
@@ -84,31 +110,44 @@ def test_the_server_checks_the_key(llamacpp_server):
     assert "SECRET" not in caught.value.message
 
 
-def test_mc_by_logprobs_agrees_with_the_in_process_path(
-    llamacpp_server, smollm2_backend, datasets_dir, capsys
-):
-    bench = load_benchmark("truthfulqa-mc1", BenchmarkContext(datasets_dir))
-    config = EvalConfig(n=MC_ITEMS, seed="llamacpp", batch_size=4)
-    backend = backend_for(llamacpp_server)
+def run_mc(server: LlamaCppServer, bench) -> tuple[OpenAICompatBackend, object, float]:
+    backend = backend_for(server)
     started = time.perf_counter()
-    remote = evaluate(bench, backend, config)
-    elapsed = time.perf_counter() - started
-    local = evaluate(bench, smollm2_backend, config)
+    result = evaluate(bench, backend, MC_CONFIG)
+    return backend, result, time.perf_counter() - started
 
-    assert not backend.uses_letters, "llama.cpp's echoed log-probabilities were not used"
-    assert all(s.prediction is not None for s in remote.samples)
+
+def mc_lines(name: str, remote, local, elapsed: float) -> list[str]:
     same, total = agreement(remote, local)
     lines = [
-        f"RESULT llamacpp truthfulqa-mc1 items={total} agree={same}/{total} "
+        f"RESULT llamacpp {name} truthfulqa-mc1 items={total} agree={same}/{total} "
         f"acc_llamacpp={remote.aggregate['mean']:.3f} "
         f"acc_inprocess={local.aggregate['mean']:.3f} wall_s={elapsed:.1f}"
     ]
     lines += [
         f"  {ours.id}: llamacpp={ours.prediction} inprocess={theirs.prediction} "
-        f"ll_llamacpp={ours.output} ll_inprocess={theirs.output}"
+        f"llamacpp_output={ours.output[:80]!r} inprocess_output={theirs.output[:80]!r}"
         for ours, theirs in zip(remote.samples, local.samples, strict=True)
     ]
-    report(capsys, lines)
+    return lines
+
+
+def test_mc_as_a_user_runs_it_falls_back_to_letters(llamacpp_server, mc_bench, mc_local, capsys):
+    backend, remote, elapsed = run_mc(llamacpp_server, mc_bench)
+    report(capsys, mc_lines("as-is/letters", remote, mc_local, elapsed))
+    # The misaligned echo was noticed: every item went by letter, none by wrong numbers.
+    assert backend.uses_letters
+    assert len(remote.samples) == MC_ITEMS and all(s.output for s in remote.samples)
+    assert elapsed < MC_ITEMS * REQUEST_TIMEOUT_S / 4
+
+
+def test_mc_by_logprobs_agrees_with_the_in_process_path(
+    llamacpp_bos_server, mc_bench, mc_local, capsys
+):
+    backend, remote, elapsed = run_mc(llamacpp_bos_server, mc_bench)
+    report(capsys, mc_lines("bos/logprobs", remote, mc_local, elapsed))
+    assert not backend.uses_letters, "llama.cpp's echoed log-probabilities were not used"
+    assert all(s.prediction is not None for s in remote.samples)
     # Each option is one request with max_tokens 1: seconds in all, never minutes.
     assert elapsed < MC_ITEMS * REQUEST_TIMEOUT_S / 4
 

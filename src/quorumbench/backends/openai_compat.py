@@ -61,6 +61,7 @@ from quorumbench.evaluation.backend import (
     Progress,
     no_progress,
 )
+from quorumbench.evaluation.endpoints import PinnedTransport
 from quorumbench.evaluation.extract import truncate_at_stop
 from quorumbench.evaluation.refs import ModelRef
 
@@ -198,8 +199,11 @@ class OpenAICompatBackend:
         ref: An ``openai:<base url>#<model name>`` reference.
         options: Shared backend options: ``api_key``, ``timeout_s``,
             ``max_concurrency`` and ``max_retries`` (retries after the first attempt).
-        transport: An httpx transport to use instead of the network (tests pass an
-            ``httpx.MockTransport``); the backend never closes it.
+        transport: An httpx transport to use instead of the default (tests pass an
+            ``httpx.MockTransport``); the backend never closes it. A
+            :class:`~quorumbench.evaluation.endpoints.PinnedTransport` (from
+            ``pinned_transport``) is copied for each call instead (its connections
+            belong to that call's event loop) and each copy is closed with the call.
         backoff_s: First retry delay; each further retry doubles it.
         max_backoff_s: Longest delay between retries (``Retry-After`` aside).
         sleep: The coroutine used to wait between retries.
@@ -253,7 +257,13 @@ class OpenAICompatBackend:
         headers = {"Accept": "application/json"}
         if self._key is not None:
             headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
-        transport = _KeepOpen(self._transport) if self._transport is not None else None
+        transport: httpx.AsyncBaseTransport | None = None
+        if isinstance(self._transport, PinnedTransport):
+            # Each call runs its own event loop: a copy whose connections the client
+            # closes with it, under the same rules.
+            transport = self._transport.fresh()
+        elif self._transport is not None:
+            transport = _KeepOpen(self._transport)
         limits = httpx.Limits(max_connections=self._concurrency)
         return httpx.AsyncClient(
             base_url=self._base + "/",

@@ -160,7 +160,9 @@ class PinnedTransport(httpx.AsyncBaseTransport):
     naming the URL (without user info or query), the address and why.
 
     One connection pool is kept per scheme and host name, so a TLS connection verified
-    for one name never carries a request for another name on the same address.
+    for one name never carries a request for another name on the same address. The
+    pools belong to one event loop: use :meth:`fresh` for another, and close the
+    transport (``aclose``, or the client that owns it) when done.
 
     Args:
         allow_private: Connect to loopback, private, link-local and metadata addresses
@@ -188,6 +190,17 @@ class PinnedTransport(httpx.AsyncBaseTransport):
         self._verify = verify
         self._inner = inner
         self._pools: dict[tuple[str, str], httpx.AsyncHTTPTransport] = {}
+
+    def fresh(self) -> PinnedTransport:
+        """A transport with the same rules and no connections yet: pooled connections
+        belong to the event loop that opened them, so each loop needs its own."""
+        return PinnedTransport(
+            allow_private=self._allow_private,
+            resolve=self._resolve,
+            error=self._error,
+            verify=self._verify,
+            inner=self._inner,
+        )
 
     def _pool(self, scheme: str, host: str) -> httpx.AsyncBaseTransport:
         if self._inner is not None:
