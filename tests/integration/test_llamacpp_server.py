@@ -39,7 +39,7 @@ from .llamacpp import LLAMACPP_KEY, LlamaCppServer, require_llamacpp, serve_llam
 
 pytestmark = [pytest.mark.model]
 
-MC_ITEMS = 4
+MC_ITEMS = 3
 GEN_ITEMS = 2
 MAX_NATS_APART = 2.0
 MC_CONFIG = EvalConfig(n=MC_ITEMS, seed="llamacpp", batch_size=4)
