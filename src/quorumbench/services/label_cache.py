@@ -19,13 +19,15 @@ them: when it is another version or not loaded, the task is left out until
 :func:`backfill`, run at every startup for the active benchmarks, folds it in.
 ``label_cached_tasks`` records each task folded in (with the samples it added: 0
 when its sample ids and per-sample scores do not line up, which nothing can label);
-claiming that row first makes every task count once, whoever folds it.
+claiming that row first makes every task count once, whoever folds it (the
+finalizing transaction, or the backfill of another replica starting meanwhile).
 
 Concurrency on PostgreSQL: the rows are added to by ``INSERT … ON CONFLICT DO
 UPDATE SET n = n + excluded.n``, in label set id order, so concurrent finalizations
 lose no increment and take the row locks in one order. The sets of a loaded
-benchmark are made at startup (:func:`backfill`), so the hot path only looks their
-ids up in memory.
+benchmark that exist at startup are remembered then (:func:`backfill`), so the hot
+path only looks their ids up in memory; a set first seen after startup is inserted (a no-op when another
+transaction made it) and read back by each finalization until the next startup.
 """
 
 from __future__ import annotations
@@ -276,8 +278,8 @@ def backfill(ctx: ServerContext, session: Session) -> int:
     cache yet (finalized before migration 0016, or while its data was not loaded);
     how many tasks it folded. Idempotent: a task is claimed once.
 
-    Also makes every label set of each such benchmark (and remembers their ids for
-    the hot path)."""
+    Remembers the label set ids of each such benchmark for the hot path (those that
+    exist, and those the backfill makes)."""
     conn = session.connection()
     folded = 0
     benches = conn.execute(
@@ -291,11 +293,8 @@ def backfill(ctx: ServerContext, session: Session) -> int:
         bench = loaded_version(ctx, row)
         if bench is None:
             continue
-        labels = {
-            tuple(s.labels.as_dict()[k] for k in LABEL_KEYS)
-            for s in bench.samples(list(bench.sample_ids()))
-        }
-        set_ids(ctx, conn, row.id, labels | {TOTAL_LABELS}, remember=True)
+        for set_id, *labels in conn.execute(_SETS_OF, {"benchmark_id": row.id}):
+            ctx.label_sets[(row.id, tuple(labels))] = set_id
         folded += _backfill_benchmark(ctx, conn, row.id, bench)
     if folded:
         event(log, "ask_cache.backfilled", tasks=folded)
