@@ -28,15 +28,25 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    String,
+    case,
+    func,
+    or_,
+    select,
+    type_coerce,
+)
 from sqlalchemy.orm import Session
 
 from quorumbench.core.intervals import score_interval
 from quorumbench.core.plans import Plan
-from quorumbench.core.ranking import standings
+from quorumbench.core.ranking import ranks
 from quorumbench.core.taxonomy import LABEL_KEYS
 from quorumbench.db.models import Benchmark, LabelAggregate, LabelSet, Model
 from quorumbench.services.context import ServerContext
@@ -98,23 +108,23 @@ interval = functools.lru_cache(maxsize=INTERVALS_KEPT)(score_interval)
 """:func:`~quorumbench.core.intervals.score_interval`, remembered (the same limits)."""
 
 
-def _label_sets(session: Session, plan: Plan) -> tuple[list[int], list[str], int]:
+def _label_sets(conn: Connection, plan: Plan) -> tuple[list[int], dict[int, str], int]:
     """The label set ids to read (a benchmark's total set where every one of its sets
-    matches), the benchmarks they cover, and how many sets matched."""
+    matches), the benchmarks they are of (id: name), and how many sets matched."""
     covered = {
         row.id: row.name
-        for row in session.execute(
+        for row in conn.execute(
             select(Benchmark.id, Benchmark.name, Benchmark.pillar).where(Benchmark.active)
         )
         if plan.covers_benchmark(row.name, row.pillar)
     }
     if not covered:
-        return [], [], 0
+        return [], {}, 0
     total: dict[int, int] = {}
-    cells: dict[int, list[int]] = {}
+    cells: dict[int, int] = {}
     matched: dict[int, list[int]] = {}
     columns = [getattr(LabelSet, key) for key in LABEL_KEYS]
-    for row in session.execute(
+    for row in conn.execute(
         select(LabelSet.id, LabelSet.benchmark_id, *columns).where(
             LabelSet.benchmark_id.in_(covered)
         )
@@ -123,14 +133,14 @@ def _label_sets(session: Session, plan: Plan) -> tuple[list[int], list[str], int
         if labels["skill"] == TOTAL:
             total[row.benchmark_id] = row.id
             continue
-        cells.setdefault(row.benchmark_id, []).append(row.id)
+        cells[row.benchmark_id] = cells.get(row.benchmark_id, 0) + 1
         if plan.matches(labels):
             matched.setdefault(row.benchmark_id, []).append(row.id)
     ids: list[int] = []
     for bench_id, found in matched.items():
-        whole = len(found) == len(cells[bench_id]) and bench_id in total
+        whole = len(found) == cells[bench_id] and bench_id in total
         ids += [total[bench_id]] if whole else found
-    names = sorted(covered[b] for b in matched)
+    names = {b: covered[b] for b in matched}
     return sorted(ids), names, sum(len(found) for found in matched.values())
 
 
@@ -154,15 +164,9 @@ def _selected(plan: Plan, ref: str, params: int | None, details: dict[str, Any] 
     return not (high is not None and (size is None or size > high))
 
 
-@dataclass
-class _Slice:
-    name: str
-    ref: str
-    n_samples: int = 0
-    total: float = 0.0
-    chance: float = 0.0
-    updated_at: datetime | None = None
-    benchmarks: dict[str, int] = field(default_factory=dict)
+def _freshness(stored: str) -> datetime:
+    """A UTC time as SQLite stores it (``UTCDateTime``: naive, in UTC)."""
+    return datetime.fromisoformat(stored).replace(tzinfo=UTC)
 
 
 def _named(plan: Plan) -> ColumnElement[bool]:
@@ -170,98 +174,114 @@ def _named(plan: Plan) -> ColumnElement[bool]:
     return or_(Model.name.in_(names), Model.ref.in_(names))
 
 
+def _grouped_read(
+    plan: Plan, ids: list[int], benchmarks: list[int], *, sqlite_text: bool
+) -> Select[Any]:
+    """One row per selected model: its sums over the label sets ``ids``, the newest
+    finalize time, its samples on each of ``benchmarks`` (columns ``n0``, ``n1`` …),
+    its name and ref (and size and details for a ``filter`` selection)."""
+    agg = LabelAggregate
+    # SQLite's stored text, parsed in C by _freshness (the column type's own parsing
+    # costs more than the rest of a row's handling); PostgreSQL's timestamps as read
+    newest: ColumnElement[Any] = func.max(agg.updated_at)
+    if sqlite_text:
+        newest = type_coerce(newest, String)
+    per_benchmark = [
+        func.sum(case((agg.benchmark_id == bench_id, agg.n_samples), else_=0)).label(f"n{i}")
+        for i, bench_id in enumerate(benchmarks)
+    ]
+    models = (
+        select(
+            agg.model_id,
+            func.sum(agg.n_samples).label("n"),
+            func.sum(agg.sample_sum).label("total"),
+            func.sum(agg.chance_sum).label("chance"),
+            newest.label("updated_at"),
+            *per_benchmark,
+        )
+        .where(agg.label_set_id.in_(ids))
+        .group_by(agg.model_id)
+        .subquery()
+    )
+    details = [Model.params, Model.details] if plan.models.select == "filter" else []
+    query = (
+        select(models, Model.name, Model.ref, *details)
+        .join(Model, Model.id == models.c.model_id)
+        .where(Model.retired_at.is_(None))
+    )
+    return query.where(_named(plan)) if plan.models.select == "named" else query
+
+
 def answer(ctx: ServerContext, session: Session, plan: Plan) -> CacheAnswer:
-    """The plan's board from the cache: no sample rows are scanned (module docstring)."""
-    ids, names, matched = _label_sets(session, plan)
-    select_ = plan.models.select
-    slices: dict[int, _Slice] = {}
+    """The plan's board from the cache: no sample rows are scanned (module docstring).
+    (``ctx`` is not read today; the signature is the asks service's.)"""
+    conn = session.connection()
+    ids, bench_names, matched = _label_sets(conn, plan)
+    benchmarks = sorted(bench_names)
+    rows: list[Any] = []
     if ids:
-        agg = LabelAggregate
-        grouped = (
-            select(
-                agg.model_id,
-                agg.benchmark_id,
-                func.sum(agg.n_samples).label("n"),
-                func.sum(agg.sample_sum).label("total"),
-                func.sum(agg.chance_sum).label("chance"),
-                func.max(agg.updated_at).label("updated_at"),
-            )
-            .where(agg.label_set_id.in_(ids))
-            .group_by(agg.model_id, agg.benchmark_id)
-            .subquery()
-        )
-        details = [Model.params, Model.details] if select_ == "filter" else []
-        query = (
-            select(grouped, Model.name, Model.ref, *details)
-            .join(Model, Model.id == grouped.c.model_id)
-            .where(Model.retired_at.is_(None))
-        )
-        if select_ == "named":
-            query = query.where(_named(plan))
-        bench_names = dict(
-            session.execute(select(Benchmark.id, Benchmark.name).where(Benchmark.active)).all()
-        )
-        keep: dict[int, bool] = {}
-        for row in session.execute(query):
-            if select_ == "filter":
-                chosen = keep.get(row.model_id)
-                if chosen is None:
-                    chosen = keep[row.model_id] = _selected(plan, row.ref, row.params, row.details)
-                if not chosen:
-                    continue
-            found = slices.get(row.model_id)
-            if found is None:
-                found = slices[row.model_id] = _Slice(row.name, row.ref)
-            found.n_samples += int(row.n)
-            found.total += float(row.total)
-            found.chance += float(row.chance)
-            when = row.updated_at
-            if found.updated_at is None or when > found.updated_at:
-                found.updated_at = when
-            found.benchmarks[bench_names[row.benchmark_id]] = int(row.n)
-    rows = _ranked(plan, slices)
+        sqlite_text = ctx.db.dialect == "sqlite"
+        query = _grouped_read(plan, ids, benchmarks, sqlite_text=sqlite_text)
+        rows = list(conn.execute(query).all())
+        if sqlite_text:
+            rows = [(*r[:4], _freshness(r[4]), *r[5:]) for r in rows]
+        if plan.models.select == "filter":  # ref, params, details after the name
+            at = 6 + len(benchmarks)
+            rows = [r for r in rows if _selected(plan, r[at], r[at + 1], r[at + 2])]
     unmeasured: list[Unmeasured] = []
-    if select_ == "named":
+    if plan.models.select == "named":
+        measured = {r[0] for r in rows}
         unmeasured = [
             Unmeasured(m.id, m.name, m.ref)
-            for m in session.execute(
+            for m in conn.execute(
                 select(Model.id, Model.name, Model.ref)
                 .where(Model.retired_at.is_(None), _named(plan))
                 .order_by(Model.id)
             )
-            if m.id not in slices
+            if m.id not in measured
         ]
-    return CacheAnswer(plan.id, rows, names, matched, unmeasured)
+    return CacheAnswer(
+        plan.id,
+        _ranked(plan, rows, [bench_names[b] for b in benchmarks]),
+        sorted(bench_names.values()),
+        matched,
+        unmeasured,
+    )
 
 
-def _ranked(plan: Plan, slices: dict[int, _Slice]) -> list[SliceRow]:
-    """The rows, with intervals and ranks among themselves, best first."""
+def _ranked(plan: Plan, rows: list[Any], names: list[str]) -> list[SliceRow]:
+    """The answer's rows, with intervals and ranks among themselves, best first.
+
+    ``rows`` are :func:`_grouped_read`'s (read by position: model_id, n, total,
+    chance, updated_at, then one sample count per benchmark of ``names``, then name
+    and ref)."""
+    columns = list(enumerate(names, start=5))
     scored = []
-    for model_id, s in slices.items():
-        low, high = interval(s.total, s.n_samples)
-        scored.append((model_id, s, s.total / s.n_samples, low, high))
-    board = standings((score, low, high) for _, _, score, low, high in scored)
-    rows = []
-    for model_id, s, score, low, high in scored:
-        place = board.rank(score, low, high)
-        assert s.updated_at is not None
-        rows.append(
-            SliceRow(
-                model_id,
-                s.name,
-                s.ref,
-                s.n_samples,
-                score,
-                low,
-                high,
-                s.chance / s.n_samples,
-                dict(sorted(s.benchmarks.items())),
-                s.updated_at,
-                place.rank,
-                place.best,
-                place.worst,
-                s.n_samples < plan.budget,
-            )
+    for row in rows:
+        n, total = int(row[1]), float(row[2])
+        low, high = interval(total, n)
+        scored.append((total / n, low, high))
+    places = ranks(scored)
+    name_at = 5 + len(names)
+    budget = plan.budget
+    out = [
+        SliceRow(
+            row[0],
+            row[name_at],
+            row[name_at + 1],
+            int(row[1]),
+            score,
+            low,
+            high,
+            float(row[3]) / int(row[1]),
+            {name: int(row[i]) for i, name in columns if row[i]},
+            row[4],
+            rank,
+            best,
+            worst,
+            int(row[1]) < budget,
         )
-    rows.sort(key=lambda r: (r.rank, r.name, r.model_id))
-    return rows
+        for row, (score, low, high), (rank, best, worst) in zip(rows, scored, places, strict=True)
+    ]
+    out.sort(key=lambda r: (r.rank, r.name, r.model_id))
+    return out

@@ -26,8 +26,9 @@ Concurrency on PostgreSQL: the rows are added to by ``INSERT … ON CONFLICT DO
 UPDATE SET n = n + excluded.n``, in label set id order, so concurrent finalizations
 lose no increment and take the row locks in one order. The sets of a loaded
 benchmark that exist at startup are remembered then (:func:`backfill`), so the hot
-path only looks their ids up in memory; a set first seen after startup is inserted (a no-op when another
-transaction made it) and read back by each finalization until the next startup.
+path only looks their ids up in memory; a set first seen after startup is inserted
+(a no-op when another transaction made it) and read back by each finalization until
+the next startup.
 """
 
 from __future__ import annotations
