@@ -27,6 +27,7 @@ has no row (``named`` lists them in :attr:`CacheAnswer.unmeasured`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -48,7 +49,8 @@ from quorumbench.core.intervals import score_interval
 from quorumbench.core.plans import Plan
 from quorumbench.core.ranking import ranks
 from quorumbench.core.taxonomy import LABEL_KEYS
-from quorumbench.db.models import Benchmark, LabelAggregate, LabelSet, Model
+from quorumbench.db.label_models import LabelAggregate, LabelSet
+from quorumbench.db.models import Benchmark, Model
 from quorumbench.services.context import ServerContext
 from quorumbench.services.label_cache import TOTAL
 from quorumbench.services.model_metadata import model_size
@@ -218,13 +220,11 @@ def answer(ctx: ServerContext, session: Session, plan: Plan) -> CacheAnswer:
     conn = session.connection()
     ids, bench_names, matched = _label_sets(conn, plan)
     benchmarks = sorted(bench_names)
-    rows: list[Any] = []
+    rows: Sequence[Any] = []
+    sqlite_text = ctx.db.dialect == "sqlite"
     if ids:
-        sqlite_text = ctx.db.dialect == "sqlite"
         query = _grouped_read(plan, ids, benchmarks, sqlite_text=sqlite_text)
-        rows = list(conn.execute(query).all())
-        if sqlite_text:
-            rows = [(*r[:4], _freshness(r[4]), *r[5:]) for r in rows]
+        rows = conn.execute(query).all()
         if plan.models.select == "filter":  # ref, params, details after the name
             at = 6 + len(benchmarks)
             rows = [r for r in rows if _selected(plan, r[at], r[at + 1], r[at + 2])]
@@ -242,46 +242,55 @@ def answer(ctx: ServerContext, session: Session, plan: Plan) -> CacheAnswer:
         ]
     return CacheAnswer(
         plan.id,
-        _ranked(plan, rows, [bench_names[b] for b in benchmarks]),
+        _ranked(plan, rows, [bench_names[b] for b in benchmarks], sqlite_text=sqlite_text),
         sorted(bench_names.values()),
         matched,
         unmeasured,
     )
 
 
-def _ranked(plan: Plan, rows: list[Any], names: list[str]) -> list[SliceRow]:
+def _ranked(
+    plan: Plan, rows: Sequence[Any], names: list[str], *, sqlite_text: bool
+) -> list[SliceRow]:
     """The answer's rows, with intervals and ranks among themselves, best first.
 
-    ``rows`` are :func:`_grouped_read`'s (read by position: model_id, n, total,
-    chance, updated_at, then one sample count per benchmark of ``names``, then name
-    and ref)."""
-    columns = list(enumerate(names, start=5))
+    ``rows`` are :func:`_grouped_read`'s, read by position: model_id, n, total,
+    chance, updated_at (SQLite's text when ``sqlite_text``), one sample count per
+    benchmark of ``names``, name, ref. Ten thousand of them per request: one pass
+    each for the intervals, the ranks (``core/ranking.py``) and the rows."""
     scored = []
     for row in rows:
-        n, total = int(row[1]), float(row[2])
+        n, total = row[1], float(row[2])
         low, high = interval(total, n)
         scored.append((total / n, low, high))
     places = ranks(scored)
     name_at = 5 + len(names)
+    order = sorted(range(len(rows)), key=lambda i: (places[i][0], rows[i][name_at], rows[i][0]))
+    columns = list(enumerate(names, start=5))
     budget = plan.budget
-    out = [
-        SliceRow(
-            row[0],
-            row[name_at],
-            row[name_at + 1],
-            int(row[1]),
-            score,
-            low,
-            high,
-            float(row[3]) / int(row[1]),
-            {name: int(row[i]) for i, name in columns if row[i]},
-            row[4],
-            rank,
-            best,
-            worst,
-            int(row[1]) < budget,
+    out = []
+    for i in order:
+        row = rows[i]
+        n = row[1]
+        score, low, high = scored[i]
+        rank, best, worst = places[i]
+        when = _freshness(row[4]) if sqlite_text else row[4]
+        out.append(
+            SliceRow(
+                row[0],
+                row[name_at],
+                row[name_at + 1],
+                n,
+                score,
+                low,
+                high,
+                row[3] / n,
+                {name: row[c] for c, name in columns if row[c]},
+                when,
+                rank,
+                best,
+                worst,
+                n < budget,
+            )
         )
-        for row, (score, low, high), (rank, best, worst) in zip(rows, scored, places, strict=True)
-    ]
-    out.sort(key=lambda r: (r.rank, r.name, r.model_id))
     return out

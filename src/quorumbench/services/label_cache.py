@@ -47,14 +47,9 @@ from sqlalchemy.orm import Session
 from quorumbench.core.consensus import Verdict
 from quorumbench.core.taxonomy import LABEL_KEYS
 from quorumbench.db.engine import Executor
+from quorumbench.db.label_models import LabelAggregate, LabelCachedTask, LabelSet
 from quorumbench.db.models import Benchmark as BenchmarkRow
-from quorumbench.db.models import (
-    ConsensusOutcome,
-    LabelAggregate,
-    LabelCachedTask,
-    LabelSet,
-    Task,
-)
+from quorumbench.db.models import ConsensusOutcome, Task
 from quorumbench.errors import QuorumError
 from quorumbench.evaluation.benchmark import Benchmark
 from quorumbench.logs import event

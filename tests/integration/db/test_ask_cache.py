@@ -19,14 +19,8 @@ from sqlalchemy import and_, delete, select, update
 from quorumbench.core.intervals import score_interval
 from quorumbench.core.plans import ModelSelection, Plan, parse_plan
 from quorumbench.core.ranking import standings
-from quorumbench.db.models import (
-    Benchmark,
-    ConsensusOutcome,
-    LabelAggregate,
-    LabelCachedTask,
-    Model,
-    Task,
-)
+from quorumbench.db.label_models import LabelAggregate, LabelCachedTask
+from quorumbench.db.models import Benchmark, ConsensusOutcome, Model, Task
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.ask_cache import answer
 from quorumbench.services.label_cache import backfill
