@@ -8,7 +8,8 @@ safety, TruthfulQA-like categories …; about 160 label sets), and the
 ``label_aggregates`` rows that the finalizing transaction would have written for
 ``--samples`` per-sample consensus scores: each model is measured on a few
 benchmarks, ``samples / models`` samples in all, each sample falling in one of its
-benchmark's label sets, scored 0/1 by the model's skill. The rows are the sums of
+benchmark's label sets, scored 0/1 by the model's skill (a probability in [0, 1] on the
+TruthfulQA-MC2-like one, so slices that include it have fractional sums). The rows are the sums of
 those simulated samples per (label set, model), plus each benchmark's total set,
 exactly as ``services/label_cache.py`` keeps them. Tasks, results and consensus
 outcomes are not written: an answer never reads them (that is the point of the
@@ -126,6 +127,11 @@ BENCHMARKS: list[tuple[str, str, list[tuple[str, str, str, str, str]], float]] =
     ),
 ]
 
+FRACTIONAL = {"truthful-like"}
+"""Benchmarks whose per-sample scores lie between 0 and 1 (TruthfulQA-MC2's
+probabilities): their slices' sums are fractions, shared by no other model, so each
+model's interval is computed once per (sum, count)."""
+
 PLANS: list[dict[str, Any]] = [
     {},
     {"labels": {"skill": ["knowledge"]}},
@@ -210,7 +216,10 @@ def seed(db: Database, models: int, samples: int, rng: random.Random) -> int:
                 for _ in range(per_bench):
                     cell = cells.setdefault(rng.choice(sets[b]), [0, 0.0])
                     cell[0] += 1
-                    cell[1] += 1.0 if rng.random() < skill else 0.0
+                    if BENCHMARKS[b][0] in FRACTIONAL:  # MC2-like: a probability per item
+                        cell[1] += min(1.0, max(0.0, rng.gauss(skill, 0.2)))
+                    else:
+                        cell[1] += 1.0 if rng.random() < skill else 0.0
                 when = NOW - timedelta(minutes=rng.randrange(100_000))
                 whole = [per_bench, sum(c[1] for c in cells.values())]
                 for set_id, (n, total) in [*cells.items(), (totals[b], whole)]:
