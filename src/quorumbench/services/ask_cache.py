@@ -192,6 +192,13 @@ def _grouped_read(
         func.sum(case((agg.benchmark_id == bench_id, agg.n_samples), else_=0)).label(f"n{i}")
         for i, bench_id in enumerate(benchmarks)
     ]
+    where = [agg.label_set_id.in_(ids)]
+    if plan.models.select == "named":  # a few models: only theirs are summed
+        where.append(agg.model_id.in_(select(Model.id).where(_named(plan))))
+    elif plan.models.kinds:  # only refs of those schemes (hf covers lora); see _selected
+        schemes = sorted({"hf" if kind == "lora" else kind for kind in plan.models.kinds})
+        of_kind = or_(*(Model.ref.startswith(f"{scheme}:") for scheme in schemes))
+        where.append(agg.model_id.in_(select(Model.id).where(of_kind)))
     models = (
         select(
             agg.model_id,
@@ -201,7 +208,7 @@ def _grouped_read(
             newest.label("updated_at"),
             *per_benchmark,
         )
-        .where(agg.label_set_id.in_(ids))
+        .where(*where)
         .group_by(agg.model_id)
         .subquery()
     )
@@ -211,12 +218,11 @@ def _grouped_read(
         .join(Model, Model.id == models.c.model_id)
         .where(Model.retired_at.is_(None))
     )
-    return query.where(_named(plan)) if plan.models.select == "named" else query
+    return query  # (for ``named``, the inner read keeps their ids already)
 
 
 def answer(ctx: ServerContext, session: Session, plan: Plan) -> CacheAnswer:
-    """The plan's board from the cache: no sample rows are scanned (module docstring).
-    (``ctx`` is not read today; the signature is the asks service's.)"""
+    """The plan's board from the cache: no sample rows are scanned (module docstring)."""
     conn = session.connection()
     ids, bench_names, matched = _label_sets(conn, plan)
     benchmarks = sorted(bench_names)
