@@ -1,5 +1,6 @@
 """Making a decided task public: its outcome, the runners' reputation, its
-leaderboard row and the model's aggregate, and its entry in the public log.
+leaderboard row and the model's aggregate, the ask cache's per-label sums
+(``services/label_cache.py``), and its entry in the public log.
 
 All of it runs in the transaction that decided the task (``services/results.py``
 for a submission that completes a quorum, ``services/canaries.py`` for a spot check
