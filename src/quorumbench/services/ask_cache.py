@@ -249,7 +249,7 @@ def answer(ctx: ServerContext, session: Session, plan: Plan) -> CacheAnswer:
     return CacheAnswer(
         plan.id,
         _ranked(plan, rows, [bench_names[b] for b in benchmarks], sqlite_text=sqlite_text),
-        sorted(bench_names.values()),
+        sorted(set(bench_names.values())),
         matched,
         unmeasured,
     )
@@ -272,7 +272,16 @@ def _ranked(
     places = ranks(scored)
     name_at = 5 + len(names)
     order = sorted(range(len(rows)), key=lambda i: (places[i][0], rows[i][name_at], rows[i][0]))
-    columns = list(enumerate(names, start=5))
+    columns = sorted(enumerate(names, start=5), key=lambda column: column[1])  # by name
+    unique = len(set(names)) == len(names)
+
+    def _summed(row: Any) -> dict[str, int]:  # two active versions of one name
+        counts: dict[str, int] = {}
+        for c, name in columns:
+            if row[c]:
+                counts[name] = counts.get(name, 0) + row[c]
+        return counts
+
     budget = plan.budget
     out = []
     for i in order:
@@ -291,7 +300,7 @@ def _ranked(
                 low,
                 high,
                 row[3] / n,
-                {name: row[c] for c, name in columns if row[c]},
+                {name: row[c] for c, name in columns if row[c]} if unique else _summed(row),
                 when,
                 rank,
                 best,
