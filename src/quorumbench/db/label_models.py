@@ -1,6 +1,6 @@
 """The ask cache's tables (``services/label_cache.py`` keeps them, ``services/ask_cache.py``
-reads them; migration 0016 makes them). ``db/models.py`` imports this module, so they
-are in ``Base.metadata`` wherever the models are."""
+reads them; migration 0016 makes them). The ``quorumbench.db`` package imports this
+module, so they are in ``Base.metadata`` wherever the models are."""
 
 from __future__ import annotations
 

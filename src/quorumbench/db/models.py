@@ -576,8 +576,3 @@ class WebFormUse(Base):
     """What the form made (``token:create``: the API token's id)."""
     sealed: Mapped[str | None] = mapped_column(String(512))
     created_at: Mapped[datetime]
-
-
-# The ask cache's tables live in their own module (this one would pass 600 lines);
-# importing it here puts them in Base.metadata for every reader of this module
-# (Alembic's env, create_all). A module import, so that either module may be first.
