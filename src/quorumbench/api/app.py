@@ -36,6 +36,7 @@ from quorumbench.errors import QuorumError
 from quorumbench.logs import FIELDS, event
 from quorumbench.services.context import ServerContext
 from quorumbench.services.health import health as service_health
+from quorumbench.services.live import stop_pool
 from quorumbench.services.scheduler import tick
 from quorumbench.services.wiring import build_context, check_serving
 from quorumbench.settings import ServerSettings
@@ -131,6 +132,7 @@ def create_app(
         finally:
             if scheduler:
                 scheduler.stop()
+            stop_pool(ctx)  # live asks: waiting ones fail, running ones stop
             if context is None:
                 ctx.close()
             event(logging.getLogger("quorumbench.server"), "server.stop")
