@@ -64,6 +64,7 @@ __all__ = [
     "board",
     "catalog",
     "create",
+    "live_rows",
     "plan_board",
     "preview",
     "view",
@@ -359,8 +360,7 @@ def view(ctx: ServerContext, ask_id: str, viewer_id: int | None) -> AskView:
     )
 
 
-def endpoint_rows(ask: AskView, results: Sequence[Mapping[str, Any]] | None) -> list[EndpointRow]:
-    """The endpoints' rows: their results once the ask ended, else their status."""
+def _endpoint_rows(ask: AskView, results: Sequence[Mapping[str, Any]] | None) -> list[EndpointRow]:
     if results:
         return [EndpointRow.from_json(dict(r)) for r in results]
     status = ask.status if ask.status is not AskStatus.SUCCESS else AskStatus.FAILURE
@@ -370,15 +370,23 @@ def endpoint_rows(ask: AskView, results: Sequence[Mapping[str, Any]] | None) -> 
     ]
 
 
-def board(ctx: ServerContext, ask_id: str, viewer_id: int | None) -> AskBoard:
-    """The ask's answer: the cache's board for its public plan, and its endpoints'
-    live rows (one evaluation each, not cross-checked; the owner's eyes only)."""
+def live_rows(ctx: ServerContext, ask_id: str, viewer_id: int | None) -> list[EndpointRow]:
+    """The ask's endpoint rows: their results once it ended, else their status (one
+    evaluation each, not cross-checked; the owner's eyes only)."""
     ask = view(ctx, ask_id, viewer_id)
     with ctx.db.read() as session:
-        row = session.get(AskRow, ask_id)
-        results = row.results if row is not None else None
+        results = session.scalar(select(AskRow.results).where(AskRow.id == ask_id))
+    return _endpoint_rows(ask, results)
+
+
+def board(ctx: ServerContext, ask_id: str, viewer_id: int | None) -> AskBoard:
+    """The ask's answer: the cache's board for its public plan, and its endpoints'
+    live rows (:func:`live_rows`)."""
+    ask = view(ctx, ask_id, viewer_id)
+    with ctx.db.read() as session:
+        results = session.scalar(select(AskRow.results).where(AskRow.id == ask_id))
         cache = ask_cache.answer(ctx, session, ask.plan.public())
-    return AskBoard(ask, cache, endpoint_rows(ask, results))
+    return AskBoard(ask, cache, _endpoint_rows(ask, results))
 
 
 def plan_board(ctx: ServerContext, plan_id: str) -> tuple[Plan, CacheAnswer]:
