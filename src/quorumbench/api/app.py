@@ -22,6 +22,7 @@ from quorumbench.api.deps import install_hot_path
 from quorumbench.api.openapi import QuorumBenchAPI
 from quorumbench.api.routes import (
     account,
+    asks,
     auth,
     benchmarks,
     board,
@@ -157,6 +158,7 @@ def create_app(
         public_log,
         runners,
         account,
+        asks,
     )
     for router in (module.router for module in routers):
         app.include_router(router)
