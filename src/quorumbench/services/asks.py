@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 
 from quorumbench.core.plans import Endpoint, Plan, PlanError, parse_plan
-from quorumbench.db.models import Ask as AskRow
-from quorumbench.db.models import StoredPlan
+from quorumbench.db.ask_models import Ask as AskRow
+from quorumbench.db.ask_models import StoredPlan
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,

@@ -45,7 +45,7 @@ from quorumbench.backends._plugin import BackendOptions
 from quorumbench.backends.openai_compat import OpenAICompatBackend, sanitize
 from quorumbench.core.intervals import score_interval
 from quorumbench.core.plans import Plan
-from quorumbench.db.models import Ask as AskRow
+from quorumbench.db.ask_models import Ask as AskRow
 from quorumbench.errors import QuorumError, ServiceUnavailableError
 from quorumbench.evaluation.benchmark import Benchmark, Sample
 from quorumbench.evaluation.endpoints import pinned_transport

@@ -17,7 +17,8 @@ from pydantic import SecretStr
 from sqlalchemy import select, text
 
 from quorumbench.core.intervals import score_interval
-from quorumbench.db.models import Ask, LeaderboardEntry, LogEntry, StoredPlan
+from quorumbench.db.ask_models import Ask, StoredPlan
+from quorumbench.db.models import LeaderboardEntry, LogEntry
 from quorumbench.errors import (
     AuthenticationError,
     InvalidPlanError,
