@@ -99,8 +99,18 @@ def print_plan(console: Console, ask: dict[str, Any]) -> None:
             )
         unmapped = ", ".join(report["unmapped"])
         console.print(f"  unmapped: {escape(unmapped) if unmapped else 'nothing'}")
-    console.print(f"[bold]plan[/] {ask['plan_id']}")
-    console.print(escape(yaml.safe_dump(ask["plan"], sort_keys=False, allow_unicode=True).rstrip()))
+    console.print(f"[bold]plan[/] {ask['plan_id']}  (empty entries left out: any value)")
+    console.print(
+        escape(yaml.safe_dump(_compact(ask["plan"]), sort_keys=False, allow_unicode=True).rstrip())
+    )
+
+
+def _compact(value: Any) -> Any:
+    """The plan without its empty lists, objects and nulls (they mean "any")."""
+    if isinstance(value, dict):
+        kept = {k: _compact(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in ([], {}, None)}
+    return value
 
 
 def _freshness(stamp: str | None, now: datetime) -> str:

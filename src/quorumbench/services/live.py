@@ -284,7 +284,8 @@ class LivePool:
         ):
             return  # failed meanwhile (a restart elsewhere)
         benchmarks, pillars = active_benchmarks(ctx)
-        seed = str(job.plan.versions.get("seed") or job.plan.id[:16])
+        # the plan's seed, else its public id's: the same samples whatever the endpoints
+        seed = str(job.plan.versions.get("seed") or job.plan.public().id[:16])
         drawn = draw_slice(job.plan, benchmarks, pillars, job.limit, seed)
         usable: dict[str, list[Sample]] = {}
         skipped: dict[str, int] = {}
