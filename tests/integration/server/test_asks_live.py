@@ -102,11 +102,11 @@ def test_a_full_ask_with_an_endpoint_and_its_key(live_ctx, caplog):
         assert all("mine" not in repr(e.entry) for e in session.scalars(select(LogEntry)))
 
 
-def assert_key_nowhere(ctx, logs: str) -> None:
+def assert_key_nowhere(ctx, logs: str, key: str = KEY) -> None:
     """The KEY GREP: every file under the data directory, a dump of every table, logs."""
     found = []
     for path in ctx.settings.data_dir.rglob("*"):
-        if path.is_file() and KEY.encode() in path.read_bytes():
+        if path.is_file() and key.encode() in path.read_bytes():
             found.append(str(path))
     with ctx.db.read_connection() as conn:
         tables = [
@@ -119,9 +119,9 @@ def assert_key_nowhere(ctx, logs: str) -> None:
         ]
         for table in tables:
             for row in conn.execute(text(f'SELECT * FROM "{table}"')):
-                if KEY in repr(tuple(row)):
+                if key in repr(tuple(row)):
                     found.append(f"table {table}")
-    assert KEY not in logs
+    assert key not in logs
     assert not found, found
 
 
