@@ -265,3 +265,21 @@ def test_a_cache_only_ask_stores_its_public_plan_once(ctx):
         asks.create(ctx, owner_id=None)
     with pytest.raises(NotFoundError):
         asks.view(ctx, "nope", None)
+
+
+def test_a_loopback_endpoint_is_not_called_unless_the_operator_allows_it(
+    make_ctx, sums_spec, db_url
+):
+    ctx = make_ctx(db_url, benchmarks=[sums_spec])  # QB_ASK_ALLOW_PRIVATE_ENDPOINTS off
+    alice, _ = accounts_of(ctx)
+    with serve_endpoint(KEY) as endpoint:
+        made = asks.create(
+            ctx,
+            owner_id=alice,
+            plan=PLAN,
+            endpoints=[EndpointRequest(endpoint.url, "mine", SecretStr(KEY))],
+        )
+        done = wait_until_done(ctx, made.id, alice)
+    assert done.status is AskStatus.FAILURE and done.error
+    assert KEY not in done.error
+    assert endpoint.seen == []  # refused before any connection
