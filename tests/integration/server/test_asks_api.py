@@ -123,6 +123,8 @@ def test_refusals_are_problems_with_their_reason(site):
         headers=as_(site, "alice"),
     )
     assert with_key_in_url.status_code == 422
+    deepen = site.post("/v0/asks", json={"plan": PLAN, "deepen": True})
+    assert deepen.status_code == 401 and "signed-in account" in deepen.json()["detail"]
     bad_token = site.post("/v0/asks", json={"plan": PLAN}, headers={"Authorization": "Bearer x"})
     assert bad_token.status_code == 401
     assert site.get("/v0/plans/" + "0" * 64).status_code == 404
