@@ -37,7 +37,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
+from urllib.parse import urlsplit
 
 from quorumbench.core.canonical import canonical_json, sha256_hex
 from quorumbench.core.taxonomy import (
@@ -179,7 +180,7 @@ def _choices(value: Any, where: str, allowed: tuple[str, ...]) -> tuple[str, ...
 
 def _patterned(value: Any, where: str, pattern: re.Pattern[str], what: str) -> tuple[str, ...]:
     items = _strings(value, where)
-    bad = [v for v in items if not pattern.match(v)]
+    bad = [v for v in items if not pattern.fullmatch(v)]
     if bad:
         raise PlanError(f"{where}: {', '.join(map(repr, bad))} is not {what}")
     return tuple(sorted(set(items)))
@@ -262,29 +263,44 @@ def _endpoints(data: Any) -> tuple[Endpoint, ...]:
             raise PlanError(f"{where} must be an object with url and model")
         _keys(item, where, ("url", "model"))
         url, model = item.get("url"), item.get("model")
-        if (
-            not isinstance(url, str)
-            or not re.match(r"^https?://[^\s/?#@]+", url)
-            or len(url) > 2000
-        ):
+        if not _plain_url(url):
             raise PlanError(f"{where}.url must be an http(s) URL without credentials")
         if not isinstance(model, str) or not 0 < len(model) <= 200 or not model.isprintable():
             raise PlanError(f"{where}.model must be a model name of 1 to 200 characters")
         out.append(Endpoint(url, model))
     if len({(e.url, e.model) for e in out}) != len(out):
         raise PlanError("endpoints lists the same endpoint twice")
-    return tuple(out)
+    return tuple(sorted(out, key=lambda e: (e.url, e.model)))
+
+
+def _plain_url(url: Any) -> TypeGuard[str]:
+    """An http(s) URL with a host, no user or password, no whitespace, at most 2000
+    characters."""
+    if not isinstance(url, str) or len(url) > 2000 or any(c.isspace() for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # a malformed IPv6 literal
+        return False
+    return parts.scheme in ("http", "https") and bool(host) and "@" not in parts.netloc
+
+
+def _version_is(value: Any, expected: int) -> bool:
+    """``value`` is the integer ``expected`` (not ``True``, not ``1.0``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value == expected
 
 
 def _versions(data: Any) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise PlanError("versions must be an object")
     _keys(data, "versions", ("taxonomy", "planner", "benchmarks", "seed"))
-    out: dict[str, Any] = {"taxonomy": data.get("taxonomy", TAXONOMY_VERSION)}
-    if out["taxonomy"] != TAXONOMY_VERSION:
+    taxonomy = data.get("taxonomy", TAXONOMY_VERSION)
+    if not _version_is(taxonomy, TAXONOMY_VERSION):
         raise PlanError(
-            f"versions.taxonomy {out['taxonomy']!r}: this server knows taxonomy {TAXONOMY_VERSION}"
+            f"versions.taxonomy {taxonomy!r}: this server knows taxonomy {TAXONOMY_VERSION}"
         )
+    out: dict[str, Any] = {"taxonomy": TAXONOMY_VERSION}
     if "planner" in data:
         if not isinstance(data["planner"], str) or len(data["planner"]) > 64:
             raise PlanError("versions.planner must be a short string")
@@ -293,7 +309,7 @@ def _versions(data: Any) -> dict[str, Any]:
         benches = data["benchmarks"]
         if not isinstance(benches, Mapping) or not all(
             isinstance(k, str)
-            and _BENCHMARK.match(k)
+            and _BENCHMARK.fullmatch(k)
             and isinstance(v, int)
             and not isinstance(v, bool)
             and v > 0
@@ -302,7 +318,7 @@ def _versions(data: Any) -> dict[str, Any]:
             raise PlanError("versions.benchmarks must map benchmark names to positive versions")
         out["benchmarks"] = dict(sorted(benches.items()))
     if "seed" in data:
-        if not isinstance(data["seed"], str) or not re.match(r"^[0-9a-f]{1,64}$", data["seed"]):
+        if not isinstance(data["seed"], str) or not re.fullmatch(r"[0-9a-f]{1,64}", data["seed"]):
             raise PlanError("versions.seed must be 1 to 64 lowercase hex digits")
         out["seed"] = data["seed"]
     return out
@@ -317,7 +333,7 @@ def parse_plan(data: Any) -> Plan:
         "plan",
         ("version", "labels", "pillars", "benchmarks", "models", "endpoints", "budget", "versions"),
     )
-    if data.get("version", PLAN_VERSION) != PLAN_VERSION:
+    if not _version_is(data.get("version", PLAN_VERSION), PLAN_VERSION):
         raise PlanError(f"plan version {data.get('version')!r}: this server reads version 1")
     budget = data.get("budget", DEFAULT_BUDGET)
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:

@@ -54,14 +54,14 @@ def label_problems(labels: Mapping[str, str | None]) -> list[str]:
             problems.append(
                 f"subject {subject!r} does not start with one of {', '.join(SUBJECT_COARSE)}"
             )
-        elif "/" in subject and not _FINE.match(fine):
+        elif "/" in subject and not _FINE.fullmatch(fine):
             problems.append(f"subject {subject!r}: the part after '/' is one kebab-case word")
     target, fmt, language = labels.get("target"), labels.get("format"), labels.get("language")
-    if target and not _TARGET.match(target):
+    if target and not _TARGET.fullmatch(target):
         problems.append(f"target {target!r} is not 'general' or 'local/<country code>'")
     if fmt and fmt not in FORMATS:
         problems.append(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
-    if language and not _LANGUAGE.match(language):
+    if language and not _LANGUAGE.fullmatch(language):
         problems.append(f"language {language!r} is not an ISO 639-1 code such as 'en'")
     unknown = sorted(set(labels) - {*LABEL_KEYS, "source_category"})
     problems += [f"unknown label {key!r}" for key in unknown]

@@ -1,13 +1,16 @@
 """Turning a plain-language question into a plan (``core/plans.py``), saying how.
 
-CONTRACT STUB (issue 16): the planner helper replaces the body of :func:`plan_query`;
-the dataclasses and the signature are what the rest of the code uses.
+:func:`plan_query` is the entry point. The offline planner (``offline.py``: lexicon,
+sizes, language identification, fuzzy matching) is the default and is deterministic;
+the LLM planner (``llm.py``) is used when the operator configures an OpenAI-compatible
+endpoint, and any failure of it falls back to the offline planner with the reason in
+:attr:`PlannerReport.fallback`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quorumbench.core.plans import Plan
 
@@ -42,7 +45,9 @@ class PlannerSettings:
 
     llm_url: str | None = None
     llm_model: str | None = None
-    llm_api_key: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer``; left out of ``repr`` so that it never shows in
+    a log line or a traceback."""
     timeout_s: float = 20.0
 
 
@@ -70,5 +75,15 @@ def plan_query(
     budget: int | None = None,
     seed: str | None = None,
 ) -> PlannerReport:
-    """The plan for ``query`` over the benchmarks in ``catalog``."""
-    raise NotImplementedError("planner: issue 16 helper")
+    """The plan for ``query`` over the benchmarks in ``catalog``.
+
+    The offline planner by default; the LLM planner when ``settings`` names an
+    endpoint and model, falling back to the offline planner (and saying why in
+    :attr:`PlannerReport.fallback`) on any failure. ``budget`` and ``seed`` go into the
+    plan as given (a bad one is a :class:`~quorumbench.core.plans.PlanError`).
+    """
+    from quorumbench.planner import llm, offline
+
+    if settings is not None and settings.llm_url and settings.llm_model:
+        return llm.plan(query, catalog, settings, budget=budget, seed=seed)
+    return offline.plan(query, catalog, budget=budget, seed=seed)

@@ -73,3 +73,10 @@ def test_seed_weights_are_normalised_and_say_so():
 def test_bad_weights_are_refused(weights, fragment):
     with pytest.raises(ValueError, match=fragment):
         normalised_weights(weights)
+
+
+def test_a_trailing_newline_is_not_a_valid_label() -> None:
+    problems = label_problems(
+        {**GOOD, "subject": "science/math\n", "target": "local/kr\n", "language": "ko\n"}
+    )
+    assert len(problems) == 3
