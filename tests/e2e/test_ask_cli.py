@@ -149,3 +149,13 @@ def test_ask_errors_are_one_line(world, monkeypatch):
     refused = cli(world, "ask", "--plan", str(world["plan"]))
     assert refused.exit_code == 1 and "budget must be" in refused.output
     assert len(refused.output.strip().splitlines()) == 1
+
+
+def test_ask_a_query_prints_what_each_word_matched(world):
+    shown = cli(world, "ask", "math questions for my xyzzy", token=False)
+    assert shown.exit_code == 0, shown.output
+    assert "'math' → subject: science/math" in shown.output
+    assert "unmapped: " in shown.output and "xyzzy" in shown.output
+    assert "no verified results match this plan yet" in shown.output
+    as_json = cli(world, "ask", "math", "--json", token=False)
+    assert json.loads(as_json.output)["ask"]["report"]["planner"].startswith("offline/")

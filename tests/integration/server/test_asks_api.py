@@ -171,3 +171,36 @@ def test_the_openapi_document_has_the_ask_routes(site):
     assert (
         "text/csv" in doc["paths"]["/v0/asks/{ask_id}/board"]["get"]["responses"]["200"]["content"]
     )
+
+
+def test_a_query_becomes_a_plan_with_the_planners_report(site):
+    made = site.post("/v0/asks", json={"query": "math questions for my xyzzy"})
+    assert made.status_code == 201, made.text
+    ask = made.json()
+    report = ask["report"]
+    assert report["planner"].startswith("offline/") and report["query"] == ask["query"]
+    assert {"text": "math", "key": "subject", "value": "science/math"}.items() <= next(
+        m for m in report["matches"] if m["key"] == "subject"
+    ).items()
+    assert "xyzzy" in report["unmapped"]  # reported, not guessed
+    assert ask["plan"]["labels"]["subject"] == ["science/math"]
+    assert ask["plan"]["versions"]["benchmarks"] == {"sums": 1}  # the server's catalog
+    again = site.get(f"/v0/asks/{ask['id']}").json()
+    assert again["report"] == report
+
+
+def test_a_query_with_an_endpoint_evaluates_the_slice_the_planner_chose(site):
+    with serve_endpoint(KEY) as endpoint:
+        made = site.post(
+            "/v0/asks",
+            json={
+                "query": "math",
+                "endpoints": [{"url": endpoint.url, "model": "mine", "api_key": KEY}],
+            },
+            headers=as_(site, "alice"),
+        )
+        assert made.status_code == 201, made.text
+        done, _ = poll(site, made.json()["id"], as_(site, "alice"))
+    assert done["status"] == "SUCCESS", done
+    # sums' 20 items are all science/math: fewer than the planner's budget of 100
+    assert (done["progress_total"], done["samples_cap"]) == (20, 100)
