@@ -405,6 +405,9 @@ class ServerSettings(AskSettings, BaseSettings):
         description="INSECURE, development only: POST /v0/auth/dev-login opens a session "
         "for any account without credentials; refused unless bound to loopback.",
     )
+    deepen_max_models: int = Field(10, ge=1, description="Most models per deepen request.")
+    deepen_max_tasks: int = Field(50, ge=1, description="Most tasks per deepen request.")
+    deepen_max_open: int = Field(3, ge=1, description="Most open deepen plans per account.")
 
     @field_validator("data_dir", "log_key_file", "auth_key_file", mode="after")
     @classmethod

@@ -148,6 +148,7 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
         E.RateLimitedError,  # writes, and asks with endpoints per account (QB_ASK_PER_ACCOUNT)
         E.ConfigError,  # this server evaluates no endpoints (QB_ASK_WORKERS=0)
         E.ServiceUnavailableError,  # the live pool is full or stopping
+        E.NotFoundError,  # deepen: the plan selects no sample of this server's benchmarks
     ),
     "GET /v0/asks/{ask_id}": (E.NotFoundError,),
     "GET /v0/asks/{ask_id}/board": (E.NotFoundError,),

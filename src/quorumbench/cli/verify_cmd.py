@@ -391,6 +391,11 @@ def _check_samples(
 
     for row in entries:
         task = row["entry"]["task"]
+        if task.get("purpose", "epoch") != "epoch":
+            # a deepen task: a plan's labelled samples, not drawn by the seed (and not
+            # on the leaderboard, which the check above recomputes without it)
+            skip("deepen task: samples chosen by a plan's labels, not by the epoch seed")
+            continue
         epoch_id = task["epoch"]
         if epoch_id not in seeds:
             epoch = server.get(f"/v0/epochs/{epoch_id}")

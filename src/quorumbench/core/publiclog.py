@@ -402,6 +402,8 @@ def leaderboard_from_log(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[int
         if consensus["status"] != TaskStatus.DONE:
             continue
         task = entry["task"]
+        if task.get("purpose", "epoch") != "epoch":
+            continue  # a deepen task: samples chosen by label, never on the board
         key = (task["model"]["id"], task["benchmark"]["name"])
         samples = list(consensus["sample_consensus"]) or [consensus["score"]] * task["n_samples"]
         before = sums.get(key, Accumulator(0, 0, 0.0, 0.0, 0.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -23,19 +24,40 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(db: Database, revision: str = "head") -> None:
     """Bring the schema to ``revision`` (idempotent)."""
-    with db.write_engine.connect() as connection:
-        config = alembic_config(db.url)
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-        connection.commit()
+    _run(db, lambda config: command.upgrade(config, revision))
 
 
 def downgrade(db: Database, revision: str) -> None:
+    _run(db, lambda config: command.downgrade(config, revision))
+
+
+def _run(db: Database, step: Callable[[Config], None]) -> None:
+    """Run ``step`` on one write connection, committed.
+
+    On SQLite, foreign keys are off meanwhile (checked once it has committed): a
+    migration that changes a constraint copies the table, and dropping the old copy
+    of a table others reference (``tasks``) would fail with them on. The pragma only
+    takes effect outside a transaction, so it is sent before the migration begins one.
+    """
     with db.write_engine.connect() as connection:
-        config = alembic_config(db.url)
-        config.attributes["connection"] = connection
-        command.downgrade(config, revision)
-        connection.commit()
+        sqlite = db.dialect == "sqlite"
+        if sqlite:
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
+        try:
+            config = alembic_config(db.url)
+            config.attributes["connection"] = connection
+            step(config)
+            connection.commit()
+        finally:
+            if sqlite:
+                raw = connection.connection.driver_connection
+                raw.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
+        if sqlite:
+            broken = raw.execute("PRAGMA foreign_key_check").fetchall()  # type: ignore[union-attr]
+            if broken:
+                raise RuntimeError(
+                    f"the migration left rows with broken foreign keys: {broken[:5]}"
+                )
 
 
 def current_revision(db: Database) -> str | None:

@@ -186,18 +186,33 @@ class Epoch(Base):
     scheduled_at: Mapped[datetime | None]
 
 
+TASK_EPOCH, TASK_DEEPEN = "epoch", "deepen"
+"""``Task.purpose``: drawn by the epoch's seed (the board's), or deepening a plan's slice
+(``services/deepen.py``: chosen by label, so never in the leaderboard rows)."""
+
+
+def _partial(name: str, columns: str, where: str, unique: bool = False) -> Index:
+    """An index of ``columns`` (space-separated) over the rows ``where`` holds."""
+    sql = text(where)
+    return Index(name, *columns.split(), unique=unique, postgresql_where=sql, sqlite_where=sql)
+
+
 class Task(Base):
     __tablename__ = "tasks"
     __table_args__ = (
-        UniqueConstraint("model_id", "benchmark_id", "epoch_id"),
-        # Claimable tasks are a small, hot subset: keep their lookup off the history.
-        Index(
-            "ix_tasks_claimable",
-            "priority",
-            "id",
-            postgresql_where=text("finalized_at IS NULL AND open_slots > 0"),
-            sqlite_where=text("finalized_at IS NULL AND open_slots > 0"),
+        # One epoch task per (model, benchmark, epoch); one deepen task per part.
+        _partial(
+            "uq_tasks_epoch_pair", "model_id benchmark_id epoch_id", "purpose = 'epoch'", True
         ),
+        _partial(
+            "uq_tasks_deepen_part", "plan_id model_id benchmark_id part", "purpose = 'deepen'", True
+        ),
+        _partial(
+            "ix_tasks_deepen_open", "requested_by", "purpose = 'deepen' AND finalized_at IS NULL"
+        ),
+        Index("ix_tasks_model_benchmark", "model_id", "benchmark_id"),
+        # Claimable tasks are a small, hot subset: keep their lookup off the history.
+        _partial("ix_tasks_claimable", "priority id", "finalized_at IS NULL AND open_slots > 0"),
         Index("ix_tasks_status_id", "status", "id"),
         Index("ix_tasks_epoch_id", "epoch_id"),
     )
@@ -222,6 +237,12 @@ class Task(Base):
     source tasks. Never shown to runners, and public only once the task is final."""
     chance_sum: Mapped[float | None] = mapped_column(Float, default=None)
     """The sum of its samples' chance levels (``Sample.chance``), set when it is DONE."""
+    purpose: Mapped[str] = mapped_column(String(16), default=TASK_EPOCH, server_default=TASK_EPOCH)
+    plan_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    """A deepen task's plan (the SHA-256 of its public form) and number (``part``) among
+    that plan's tasks of its (model, benchmark), and who asked (an account id)."""
+    part: Mapped[int | None] = mapped_column(Integer, default=None)
+    requested_by: Mapped[int | None] = mapped_column(Integer, default=None)
 
 
 class LeaseState(StrEnum):
@@ -576,8 +597,3 @@ class WebFormUse(Base):
     """What the form made (``token:create``: the API token's id)."""
     sealed: Mapped[str | None] = mapped_column(String(512))
     created_at: Mapped[datetime]
-
-
-# The tables of asks live in their own module (this one stays under 600 lines);
-# importing it here puts them on Base.metadata wherever the models are used.
-import quorumbench.db.ask_models  # noqa: E402, F401

@@ -166,5 +166,6 @@ _LEASE_TASK = select(
     Task.n_samples,
     Task.finalized_at,
     Task.canary,
+    Task.purpose,
 ).where(Task.id == bindparam("task_id", type_=Integer))
 """A task with the columns ``_publish_done`` reads (shaped like a ``_LEASE`` row)."""

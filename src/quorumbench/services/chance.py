@@ -20,8 +20,8 @@ from sqlalchemy import Integer, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from quorumbench.db.engine import Executor
+from quorumbench.db.models import TASK_EPOCH, LeaderboardEntry, Task
 from quorumbench.db.models import Benchmark as BenchmarkRow
-from quorumbench.db.models import LeaderboardEntry, Task
 from quorumbench.errors import QuorumError
 from quorumbench.evaluation.benchmark import Benchmark
 from quorumbench.logs import event
@@ -106,6 +106,7 @@ def fill_chance_sums(ctx: ServerContext, session: Session) -> int:
                     Task.model_id == entry.model_id,
                     Task.benchmark_id == bench.id,
                     Task.status == TaskStatus.DONE,
+                    Task.purpose == TASK_EPOCH,
                 )
             ).all()
             total: float | None = 0.0

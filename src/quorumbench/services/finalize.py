@@ -18,7 +18,14 @@ from sqlalchemy import Connection, Integer, bindparam, insert, select, update
 
 from quorumbench.core.consensus import Verdict
 from quorumbench.core.leaderboard import Accumulator
-from quorumbench.db.models import ConsensusOutcome, LeaderboardEntry, Result, Runner, Task
+from quorumbench.db.models import (
+    TASK_EPOCH,
+    ConsensusOutcome,
+    LeaderboardEntry,
+    Result,
+    Runner,
+    Task,
+)
 from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
 from quorumbench.services import publiclog
@@ -180,7 +187,12 @@ def _update_leaderboard(
     now: datetime,
 ) -> None:
     """Add a DONE task (and its samples' chance sum, None: not known) to its (model,
-    benchmark) row, then the model's aggregate."""
+    benchmark) row, then the model's aggregate.
+
+    Not a deepen task (``services/deepen.py``): its samples were chosen by label, not
+    drawn by the epoch's seed, and would tilt the board toward what was asked."""
+    if task.purpose != TASK_EPOCH:
+        return
     assert verdict.score is not None
     samples = list(verdict.sample_consensus) or [verdict.score] * task.n_samples
     key = {"model_id": task.model_id, "benchmark_id": task.benchmark_id}

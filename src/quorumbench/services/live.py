@@ -55,6 +55,7 @@ from quorumbench.evaluation.slices import draw_slice
 from quorumbench.logs import event
 from quorumbench.services.benchmarks import list_benchmarks
 from quorumbench.services.context import ServerContext
+from quorumbench.services.deepen import plan_seed
 
 log = logging.getLogger("quorumbench.asks")
 
@@ -283,10 +284,9 @@ class LivePool:
             ctx, job.ask_id, UNFINISHED, status=AskStatus.STARTED.value, started_at=ctx.now()
         ):
             return  # failed meanwhile (a restart elsewhere)
-        benchmarks, pillars = active_benchmarks(ctx)
-        # the plan's seed, else its public id's: the same samples whatever the endpoints
-        seed = str(job.plan.versions.get("seed") or job.plan.public().id[:16])
-        drawn = draw_slice(job.plan, benchmarks, pillars, job.limit, seed)
+        benchmarks, pillars = active_benchmarks(ctx, job.plan)
+        # the seed deepening draws with too: the same samples whatever the endpoints
+        drawn = draw_slice(job.plan, benchmarks, pillars, job.limit, plan_seed(job.plan))
         usable: dict[str, list[Sample]] = {}
         skipped: dict[str, int] = {}
         for item in drawn:
@@ -436,12 +436,18 @@ class _Progress:
             raise _Stopped  # failed meanwhile: stop spending the endpoint's time
 
 
-def active_benchmarks(ctx: ServerContext) -> tuple[dict[str, Benchmark], dict[str, str | None]]:
-    """The server's active benchmarks (loaded) and their pillars."""
+def active_benchmarks(
+    ctx: ServerContext, plan: Plan | None = None
+) -> tuple[dict[str, Benchmark], dict[str, str | None]]:
+    """The server's active benchmarks (loaded) and their pillars; with ``plan``, not
+    those whose version differs from the one the plan was made with."""
     benchmarks: dict[str, Benchmark] = {}
     pillars: dict[str, str | None] = {}
+    pinned = plan.versions.get("benchmarks", {}) if plan is not None else {}
     for row in list_benchmarks(ctx):
         bench = ctx.loaded_benchmarks.get(row.name)
+        if pinned.get(row.name, row.version) != row.version:
+            continue
         if row.active and bench is not None and bench.version == row.version:
             benchmarks[row.name] = bench
             pillars[row.name] = row.pillar

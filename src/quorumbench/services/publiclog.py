@@ -32,6 +32,7 @@ from quorumbench.core.publiclog import (
 )
 from quorumbench.db.engine import describe_url
 from quorumbench.db.models import (
+    TASK_EPOCH,
     Benchmark,
     Lease,
     LogEntry,
@@ -103,6 +104,8 @@ _TASK = (
         Task.n_samples,
         Task.sample_ids,
         Task.canary,
+        Task.purpose,
+        Task.plan_id,
         Model.id.label("model_id"),
         Model.ref,
         Benchmark.name,
@@ -166,6 +169,13 @@ def log_entry(
             "quorum": task.quorum,
             "n_samples": task.n_samples,
             "sample_ids": task.sample_ids,
+            # a deepen task's samples are a plan's, not the epoch seed's (epoch tasks'
+            # entries are as they always were)
+            **(
+                {}
+                if task.purpose == TASK_EPOCH
+                else {"purpose": task.purpose, "plan": task.plan_id}
+            ),
         },
         "results": [
             {

@@ -107,6 +107,7 @@ _LEASE = (
         Task.benchmark_id,
         Task.finalized_at,
         Task.canary,
+        Task.purpose,
         Runner.suspended,
         Model.ref.label("model_ref"),
         Benchmark.name.label("benchmark_name"),

@@ -34,7 +34,7 @@ from quorumbench.core.scheduling import (
     task_depth,
     tier_at,
 )
-from quorumbench.db.models import Benchmark, Epoch, LeaderboardEntry, Model, Task
+from quorumbench.db.models import TASK_EPOCH, Benchmark, Epoch, LeaderboardEntry, Model, Task
 from quorumbench.errors import QuorumError
 from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
@@ -233,7 +233,7 @@ def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:
     with ctx.db.read() as session:
         have, samples = session.execute(
             select(func.count(), func.coalesce(func.sum(Task.n_samples), 0)).where(
-                Task.epoch_id == epoch_id
+                Task.epoch_id == epoch_id, Task.purpose == TASK_EPOCH
             )
         ).one()
         if have >= settings.epoch_task_budget or samples >= settings.epoch_sample_budget:
@@ -247,7 +247,12 @@ def gaps(ctx: ServerContext, epoch_id: int) -> tuple[int, ...] | None:
             .select_from(Task)
             .join(Model, Model.id == Task.model_id)
             .join(Benchmark, Benchmark.id == Task.benchmark_id)
-            .where(Task.epoch_id == epoch_id, *scheduled_in(epoch_id), *SCHEDULED)
+            .where(
+                Task.epoch_id == epoch_id,
+                Task.purpose == TASK_EPOCH,
+                *scheduled_in(epoch_id),
+                *SCHEDULED,
+            )
         )
     if (covered or 0) >= (models or 0) * (benchmarks or 0):
         return None
@@ -293,7 +298,7 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
             (row.model_id, row.benchmark_id): row.n_samples
             for row in session.execute(
                 select(Task.model_id, Task.benchmark_id, Task.n_samples).where(
-                    Task.epoch_id == epoch.id
+                    Task.epoch_id == epoch.id, Task.purpose == TASK_EPOCH
                 )
             )
         }
@@ -336,7 +341,10 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                     priority=priority,
                     created_at=ctx.now(),
                 )
-                .on_conflict_do_nothing(index_elements=["model_id", "benchmark_id", "epoch_id"])
+                .on_conflict_do_nothing(
+                    index_elements=["model_id", "benchmark_id", "epoch_id"],
+                    index_where=Task.purpose == TASK_EPOCH,
+                )
                 .returning(Task.id)
             ).scalar()
             if new_id is not None:

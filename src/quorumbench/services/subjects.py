@@ -14,7 +14,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from quorumbench.core.comparison import SubjectScore, subject_scores
-from quorumbench.db.models import Benchmark, ConsensusOutcome, Task
+from quorumbench.db.models import TASK_EPOCH, Benchmark, ConsensusOutcome, Task
 from quorumbench.errors import QuorumError
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import loaded
@@ -49,6 +49,7 @@ def by_subject(
         .where(
             Task.model_id == model_id,
             Task.status == TaskStatus.DONE,
+            Task.purpose == TASK_EPOCH,  # the board's draws, not deepen tasks' labelled picks
             Task.benchmark_id.in_(active),
             ConsensusOutcome.status == TaskStatus.DONE,
         )

@@ -204,3 +204,17 @@ def test_a_query_with_an_endpoint_evaluates_the_slice_the_planner_chose(site):
     assert done["status"] == "SUCCESS", done
     # sums' 20 items are all science/math: fewer than the planner's budget of 100
     assert (done["progress_total"], done["samples_cap"]) == (20, 100)
+
+
+def test_deepen_is_scheduled_and_its_progress_shown(site):
+    made = site.post("/v0/asks", json={"plan": PLAN, "deepen": True}, headers=as_(site, "alice"))
+    assert made.status_code == 201, made.text
+    deepen = made.json()["deepen"]
+    assert deepen["requested"]["plan_id"] == made.json()["plan_id"]
+    assert "tasks" in deepen["progress"]
+    nothing = site.post(
+        "/v0/asks",
+        json={"plan": {"benchmarks": ["no-such-benchmark"]}, "deepen": True},
+        headers=as_(site, "alice"),
+    )
+    assert nothing.status_code == 404 and "nothing to deepen" in nothing.json()["detail"]

@@ -50,7 +50,7 @@ def test_a_live_ask_equals_a_direct_evaluation_of_its_samples(make_ctx, smollm2_
         assert done.status is AskStatus.SUCCESS, done.error
         # the same samples, straight through the backend
         benchmarks, pillars = active_benchmarks(ctx)
-        drawn = draw_slice(parse_plan(PLAN), benchmarks, pillars, 4, "a5c")
+        drawn = draw_slice(parse_plan(PLAN), benchmarks, pillars, 4, "a5c")  # its versions.seed
         backend = OpenAICompatBackend(
             parse_ref(f"openai:{server.base_url}#smollm2"),
             BackendOptions(api_key=SecretStr(MODEL_KEY), max_retries=0),

@@ -9,7 +9,14 @@ from sqlalchemy import select
 
 from quorumbench.core.comparison import SubjectScore
 from quorumbench.core.leaderboard import Interval
-from quorumbench.db.models import Benchmark, LeaderboardAggregate, LeaderboardEntry, Model, Task
+from quorumbench.db.models import (
+    TASK_EPOCH,
+    Benchmark,
+    LeaderboardAggregate,
+    LeaderboardEntry,
+    Model,
+    Task,
+)
 from quorumbench.errors import NotFoundError
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.board import ModelType, Score, model_type, to_score
@@ -87,7 +94,10 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
         for bench_id, epoch, score in session.execute(
             select(Task.benchmark_id, Task.epoch_id, Task.score)
             .where(
-                Task.model_id == model_id, Task.status == TaskStatus.DONE, Task.score.is_not(None)
+                Task.model_id == model_id,
+                Task.status == TaskStatus.DONE,
+                Task.score.is_not(None),
+                Task.purpose == TASK_EPOCH,
             )
             .order_by(Task.epoch_id, Task.id)
         ):
