@@ -7,7 +7,7 @@ stays small); every field reads ``QB_<NAME>`` like the others.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 
 class AskSettings(BaseModel):
@@ -64,4 +64,19 @@ class AskSettings(BaseModel):
         False,
         description="Allow asks to evaluate endpoints on loopback, private, link-local or "
         "metadata addresses (tests and private deployments).",
+    )
+    ask_planner_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="An OpenAI-compatible endpoint (base URL, …/v1) for the optional LLM "
+        "planner; unset: the offline planner only.",
+    )
+    ask_planner_model: str | None = Field(
+        None, min_length=1, description="The model the LLM planner asks (with the URL)."
+    )
+    ask_planner_api_key: SecretStr | None = Field(
+        None, description="The LLM planner endpoint's API key (never logged)."
+    )
+    ask_planner_timeout_s: float = Field(
+        20.0, gt=0, description="Timeout of the LLM planner; past it the offline planner answers."
     )

@@ -114,9 +114,17 @@ def catalog(ctx: ServerContext) -> list[CatalogEntry]:
 
 
 def planner_settings(ctx: ServerContext) -> PlannerSettings | None:
-    """The operator's LLM planner, if configured (the planner's settings)."""
-    make = getattr(ctx.settings, "planner_settings", None)
-    return make() if callable(make) else None
+    """The operator's LLM planner (``QB_ASK_PLANNER_*``), None when not configured."""
+    settings = ctx.settings
+    if not settings.ask_planner_url or not settings.ask_planner_model:
+        return None
+    key = settings.ask_planner_api_key
+    return PlannerSettings(
+        llm_url=settings.ask_planner_url,
+        llm_model=settings.ask_planner_model,
+        llm_api_key=key.get_secret_value() if key else None,
+        timeout_s=settings.ask_planner_timeout_s,
+    )
 
 
 def preview(ctx: ServerContext, query: str) -> PlannerReport:

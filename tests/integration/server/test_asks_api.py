@@ -218,3 +218,20 @@ def test_deepen_is_scheduled_and_its_progress_shown(site):
         headers=as_(site, "alice"),
     )
     assert nothing.status_code == 404 and "nothing to deepen" in nothing.json()["detail"]
+
+
+def test_the_operators_llm_planner_falls_back_and_says_so(make_ctx, sums_spec, cache_answers):
+    with serve_endpoint("planner-key") as planner:  # answers "7": not a plan
+        ctx = make_ctx(
+            benchmarks=[sums_spec],
+            ask_planner_url=planner.url,
+            ask_planner_model="mine",
+            ask_planner_api_key="planner-key",
+        )
+        with TestClient(create_app(ctx.settings, context=ctx, run_scheduler=False)) as client:
+            made = client.post("/v0/asks", json={"query": "math"})
+    assert made.status_code == 201, made.text
+    report = made.json()["report"]
+    assert report["planner"].startswith("offline/") and report["fallback"]
+    assert planner.chat_calls() == 1 and all(ok for _, ok in planner.seen)  # with its key
+    assert "planner-key" not in made.text
