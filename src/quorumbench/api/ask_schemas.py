@@ -70,6 +70,7 @@ class AskIn(BaseModel):
     )
     deepen: bool = Field(
         False,
+        strict=True,
         description="Also schedule verified tasks for the public models whose slice is "
         "thinner than the plan's budget (needs a signed-in account).",
     )

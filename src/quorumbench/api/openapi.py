@@ -150,8 +150,8 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
         E.ServiceUnavailableError,  # the live pool is full or stopping
         E.NotFoundError,  # deepen: the plan selects no sample of this server's benchmarks
     ),
-    "GET /v0/asks/{ask_id}": (E.NotFoundError,),
-    "GET /v0/asks/{ask_id}/board": (E.NotFoundError,),
+    "GET /v0/asks/{ask_id}": (E.AuthenticationError, E.NotFoundError),
+    "GET /v0/asks/{ask_id}/board": (E.AuthenticationError, E.NotFoundError),
     "GET /v0/plans/{plan_id}": (E.NotFoundError,),
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""

@@ -19,7 +19,7 @@ from quorumbench.api.ask_schemas import (
     ReportOut,
     SliceRowOut,
 )
-from quorumbench.api.deps import BearerToken, Context
+from quorumbench.api.deps import Context
 from quorumbench.services import asks
 from quorumbench.services.accounts import Principal
 from quorumbench.services.ask_cache import CacheAnswer
@@ -50,8 +50,15 @@ _CSV = {
 }
 
 
-def _viewer(ctx: Context, token: BearerToken) -> Principal | None:
+OPTIONAL_BEARER: dict[str, Any] = {"security": [{}, {"bearer": []}]}
+"""These operations take a bearer credential when there is one (an ask with endpoints
+is its owner's), and answer without one too."""
+
+
+def _viewer(ctx: Context, request: Request) -> Principal | None:
     """The signed-in caller, or None without a credential (a bad one is refused)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = token.strip() if scheme.lower() == "bearer" else ""
     return authenticate(ctx, token) if token else None
 
 
@@ -147,14 +154,19 @@ def _csv(rows: list[SliceRowOut], endpoints: list[EndpointRowOut]) -> Response:
     return Response(buffer.getvalue(), media_type="text/csv; charset=utf-8")
 
 
-@router.post("/asks", status_code=status.HTTP_201_CREATED, response_model=AskOut)
-def create_ask(body: AskIn, ctx: Context, token: BearerToken) -> AskOut:
+@router.post(
+    "/asks",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AskOut,
+    openapi_extra=OPTIONAL_BEARER,
+)
+def create_ask(body: AskIn, ctx: Context, request: Request) -> AskOut:
     """Ask: a query (the planner makes the plan) or a plan (used as given), optionally
     your own endpoints with their keys (evaluated live by this server, PENDING →
     STARTED → SUCCESS or FAILURE; poll ``GET /v0/asks/{id}``) and ``deepen``.
     Endpoints and deepening need a signed-in account; keys are never stored, logged or
     answered. An ask without endpoints is SUCCESS at once: its board is the cache's."""
-    principal = _viewer(ctx, token)
+    principal = _viewer(ctx, request)
     if principal is not None:
         count_write(ctx, principal)
     made = asks.create(
@@ -168,11 +180,11 @@ def create_ask(body: AskIn, ctx: Context, token: BearerToken) -> AskOut:
     return _ask_out(made)
 
 
-@router.get("/asks/{ask_id}", response_model=AskOut)
-def get_ask(ask_id: AskId, ctx: Context, token: BearerToken) -> AskOut:
+@router.get("/asks/{ask_id}", response_model=AskOut, openapi_extra=OPTIONAL_BEARER)
+def get_ask(ask_id: AskId, ctx: Context, request: Request) -> AskOut:
     """An ask's status, progress, plan and planner report. An ask with endpoints is
     its owner's alone: anyone else gets 404."""
-    principal = _viewer(ctx, token)
+    principal = _viewer(ctx, request)
     return _ask_out(asks.view(ctx, ask_id, principal.account_id if principal else None))
 
 
@@ -192,12 +204,16 @@ def _endpoint_out(row: asks.EndpointRow) -> EndpointRowOut:
     )
 
 
-@router.get("/asks/{ask_id}/board", response_model=AskBoardOut, responses=_CSV)  # type: ignore[arg-type]
+@router.get(
+    "/asks/{ask_id}/board",
+    response_model=AskBoardOut,
+    responses=_CSV,  # type: ignore[arg-type]
+    openapi_extra=OPTIONAL_BEARER,
+)
 def get_ask_board(
     ask_id: AskId,
     request: Request,
     ctx: Context,
-    token: BearerToken,
     format: Literal["json", "csv"] | None = Query(
         None, description="csv for a spreadsheet (or send Accept: text/csv)."
     ),
@@ -205,7 +221,7 @@ def get_ask_board(
     """The ask's board: the public models' verified scores on the plan's slice (ranked,
     95% intervals, samples, benchmarks, freshness, thin slices marked), and your
     endpoints' live rows, labelled one evaluation, not cross-checked."""
-    principal = _viewer(ctx, token)
+    principal = _viewer(ctx, request)
     found = asks.board(ctx, ask_id, principal.account_id if principal else None)
     rows = _rows(found.cache)
     endpoints = [_endpoint_out(e) for e in found.endpoints]
