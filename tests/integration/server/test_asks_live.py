@@ -18,7 +18,7 @@ from sqlalchemy import select, text
 
 from quorumbench.core.intervals import score_interval
 from quorumbench.db.ask_models import Ask, StoredPlan
-from quorumbench.db.models import LeaderboardEntry, LogEntry
+from quorumbench.db.models import LeaderboardAggregate, LeaderboardEntry, LogEntry, Model, Task
 from quorumbench.errors import (
     AuthenticationError,
     InvalidPlanError,
@@ -98,7 +98,8 @@ def test_a_full_ask_with_an_endpoint_and_its_key(live_ctx, caplog):
     with ctx.db.read() as session:
         stored = session.get(StoredPlan, done.plan_id)
         assert stored is not None and stored.plan["endpoints"] == []
-        assert session.scalars(select(LeaderboardEntry)).all() == []
+        for table in (LeaderboardEntry, LeaderboardAggregate, Model, Task):
+            assert session.scalars(select(table)).all() == [], table
         assert all("mine" not in repr(e.entry) for e in session.scalars(select(LogEntry)))
 
 
