@@ -53,7 +53,7 @@ from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.evaluation.slices import draw_slice
 from quorumbench.logs import event
-from quorumbench.services.benchmarks import list_benchmarks
+from quorumbench.services.benchmarks import list_benchmarks, loaded
 from quorumbench.services.context import ServerContext
 from quorumbench.services.deepen import plan_seed
 
@@ -439,18 +439,24 @@ class _Progress:
 def active_benchmarks(
     ctx: ServerContext, plan: Plan | None = None
 ) -> tuple[dict[str, Benchmark], dict[str, str | None]]:
-    """The server's active benchmarks (loaded) and their pillars; with ``plan``, not
-    those whose version differs from the one the plan was made with."""
+    """The server's active benchmarks and their pillars (loaded, or left out when their
+    data cannot be had here); with ``plan``, only those it covers, at the versions it
+    was made with."""
     benchmarks: dict[str, Benchmark] = {}
     pillars: dict[str, str | None] = {}
     pinned = plan.versions.get("benchmarks", {}) if plan is not None else {}
     for row in list_benchmarks(ctx):
-        bench = ctx.loaded_benchmarks.get(row.name)
-        if pinned.get(row.name, row.version) != row.version:
+        if not row.active or pinned.get(row.name, row.version) != row.version:
             continue
-        if row.active and bench is not None and bench.version == row.version:
-            benchmarks[row.name] = bench
-            pillars[row.name] = row.pillar
+        if plan is not None and not plan.covers_benchmark(row.name, row.pillar):
+            continue
+        try:
+            bench = loaded(ctx, row.name, row.version)
+        except QuorumError as exc:
+            event(log, "ask.benchmark_unavailable", benchmark=row.name, error=exc.message)
+            continue
+        benchmarks[row.name] = bench
+        pillars[row.name] = row.pillar
     return benchmarks, pillars
 
 
