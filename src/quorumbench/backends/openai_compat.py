@@ -4,24 +4,29 @@ Generation goes to ``/chat/completions`` (chat prompts) or ``/completions`` (pla
 text), greedy (``temperature: 0``). Multiple choice is scored the way
 lm-evaluation-harness's ``local-completions`` model does it: ``context +
 continuation`` is sent to ``/completions`` with ``echo`` and ``logprobs`` and the
-log-probabilities of the continuation's tokens are summed. An endpoint that cannot
+log-probabilities of the continuation's tokens are summed. One new token is asked for
+(``max_tokens: 1``) and ignored: llama.cpp's servers read ``max_tokens: 0`` as "no
+limit" and would generate to the end of the context. An endpoint that cannot
 echo log-probabilities makes the backend fall back, once and for good, to a
 letter-choice prompt through ``/chat/completions``.
 
 Requests run concurrently (at most ``max_concurrency`` at a time) on an
 ``httpx.AsyncClient``; connection errors, timeouts, HTTP 429 and 5xx are retried
 with exponential backoff (honouring ``Retry-After``). Other 4xx answers fail at once
-with :class:`~quorumbench.errors.EndpointError`.
+with :class:`~quorumbench.errors.EndpointError`; so does a redirect (never followed).
+Pass :func:`~quorumbench.evaluation.endpoints.pinned_transport` as ``transport`` to
+connect only to checked public addresses.
 
 The API key is sent as ``Authorization: Bearer …`` and nowhere else: it is kept in a
-:class:`~pydantic.SecretStr`, scrubbed from every error message, and never logged.
+:class:`~pydantic.SecretStr`, scrubbed from every error message, never logged, and no
+httpx error (whose request holds the header) travels on as an exception's cause or
+context.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import string
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,6 +39,17 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from quorumbench.backends._plugin import BackendOptions
+from quorumbench.backends.openai_scoring import (
+    LETTER_INSTRUCTION,
+    LETTERS,
+    EchoUnsupported,
+    chat_content,
+    check_echo_alignment,
+    completion_tokens,
+    continuation_logprob,
+    letter_prompt,
+    parse_letter,
+)
 from quorumbench.errors import BackendError, EndpointError, InvalidRefError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
@@ -45,8 +61,23 @@ from quorumbench.evaluation.backend import (
     Progress,
     no_progress,
 )
+from quorumbench.evaluation.endpoints import PinnedTransport
 from quorumbench.evaluation.extract import truncate_at_stop
 from quorumbench.evaluation.refs import ModelRef
+
+__all__ = [
+    "ECHO_MAX_TOKENS",
+    "LETTERS",
+    "LETTER_INSTRUCTION",
+    "OpenAICompatBackend",
+    "check_echo_alignment",
+    "continuation_logprob",
+    "letter_prompt",
+    "load_openai_backend",
+    "parse_letter",
+    "retry_after_seconds",
+    "sanitize",
+]
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -56,14 +87,11 @@ MAX_SERVER_STOPS = 4
 """OpenAI accepts at most four stop sequences; the rest are applied locally."""
 MAX_RETRY_AFTER_S = 120.0
 """A server's ``Retry-After`` is honoured up to this many seconds."""
-LETTERS = string.ascii_uppercase
-LETTER_INSTRUCTION = (
-    "Answer the following multiple-choice question. "
-    "Reply with the letter of the correct option only."
-)
 _FATAL_5XX = {501, 505}
 _UNSUPPORTED_STATUS = {404, 405, 501}
 _MAX_DETAIL = 200
+ECHO_MAX_TOKENS = 1
+"""New tokens asked for with an echoed prompt; ignored. Not 0: llama.cpp reads 0 as no limit."""
 
 
 class _Transient(Exception):
@@ -73,10 +101,6 @@ class _Transient(Exception):
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
-
-
-class _Unsupported(Exception):
-    """The endpoint cannot echo prompt log-probabilities."""
 
 
 async def _in_order(coros: Sequence[Awaitable[T]]) -> list[T]:
@@ -112,9 +136,10 @@ class _KeepOpen(httpx.AsyncBaseTransport):
 
 
 def _public_url(url: str) -> str:
-    """``url`` without query string or fragment (they may carry tokens)."""
+    """``url`` without user info, query string or fragment (they may carry tokens)."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    netloc = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 def sanitize(text: str, secret: str | None) -> str:
@@ -167,61 +192,6 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def letter_prompt(request: ChoiceRequest) -> str:
-    """The letter-choice prompt: the options in ``letter_order``, labelled A, B, C."""
-    lines = [LETTER_INSTRUCTION, "", f"Question: {request.question}"]
-    for letter, index in zip(LETTERS, request.letter_order, strict=False):
-        lines.append(f"{letter}. {request.options[index]}")
-    lines += ["", "Answer:"]
-    return "\n".join(lines)
-
-
-def parse_letter(reply: str, n_options: int) -> int | None:
-    """Position (0 = A) of the first standalone option letter in ``reply``, if any."""
-    for match in re.finditer(r"(?<![A-Za-z0-9])([A-Z])(?![A-Za-z0-9])", reply):
-        position = ord(match.group(1)) - ord("A")
-        if position < n_options:
-            return position
-    return None
-
-
-def continuation_logprob(logprobs: Json, context_len: int, prompt_len: int) -> tuple[float, int]:
-    """Sum of the log-probabilities of the tokens that cover ``prompt[context_len:]``.
-
-    ``logprobs`` is a completion choice's ``logprobs`` object (``tokens``,
-    ``token_logprobs``, ``text_offset``). A token counts when it ends after the
-    context and starts inside the prompt (tokens a server generated after the prompt
-    are ignored). Returns the sum and the number of tokens.
-
-    Raises:
-        _Unsupported: the object lacks the echoed prompt tokens.
-    """
-    tokens = logprobs.get("tokens")
-    values = logprobs.get("token_logprobs")
-    offsets = logprobs.get("text_offset")
-    if not (isinstance(tokens, list) and isinstance(values, list) and isinstance(offsets, list)):
-        raise _Unsupported("no tokens/token_logprobs/text_offset in the answer")
-    if not tokens or len(tokens) != len(values) or len(tokens) != len(offsets):
-        raise _Unsupported("tokens, token_logprobs and text_offset differ in length")
-    if offsets[0] != 0:
-        raise _Unsupported("the answer does not echo the prompt")
-    total, count = 0.0, 0
-    for i, (start, value) in enumerate(zip(offsets, values, strict=True)):
-        end = offsets[i + 1] if i + 1 < len(offsets) else start + len(str(tokens[i]))
-        if start >= prompt_len or end <= context_len:
-            continue
-        if value is None:
-            raise EndpointError(
-                "the endpoint gave no log-probability for the first option token "
-                "(an option at the very start of the prompt cannot be scored)"
-            )
-        total += float(value)
-        count += 1
-    if count == 0:
-        raise _Unsupported("no echoed token covers the continuation")
-    return total, count
-
-
 class OpenAICompatBackend:
     """A model served by an OpenAI-compatible endpoint.
 
@@ -229,8 +199,11 @@ class OpenAICompatBackend:
         ref: An ``openai:<base url>#<model name>`` reference.
         options: Shared backend options: ``api_key``, ``timeout_s``,
             ``max_concurrency`` and ``max_retries`` (retries after the first attempt).
-        transport: An httpx transport to use instead of the network (tests pass an
-            ``httpx.MockTransport``); the backend never closes it.
+        transport: An httpx transport to use instead of the default (tests pass an
+            ``httpx.MockTransport``); the backend never closes it. A
+            :class:`~quorumbench.evaluation.endpoints.PinnedTransport` (from
+            ``pinned_transport``) is copied for each call instead (its connections
+            belong to that call's event loop) and each copy is closed with the call.
         backoff_s: First retry delay; each further retry doubles it.
         max_backoff_s: Longest delay between retries (``Retry-After`` aside).
         sleep: The coroutine used to wait between retries.
@@ -263,7 +236,7 @@ class OpenAICompatBackend:
         self._sleep = sleep
         self._letter_max_tokens = letter_max_tokens
         self._letters = False
-        self._echo_max_tokens = 0
+        self._echo_trusted = False
         self._info: ModelInfo | None = None
         self._closed = False
 
@@ -284,7 +257,13 @@ class OpenAICompatBackend:
         headers = {"Accept": "application/json"}
         if self._key is not None:
             headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
-        transport = _KeepOpen(self._transport) if self._transport is not None else None
+        transport: httpx.AsyncBaseTransport | None = None
+        if isinstance(self._transport, PinnedTransport):
+            # Each call runs its own event loop: a copy whose connections the client
+            # closes with it, under the same rules.
+            transport = self._transport.fresh()
+        elif self._transport is not None:
+            transport = _KeepOpen(self._transport)
         limits = httpx.Limits(max_connections=self._concurrency)
         return httpx.AsyncClient(
             base_url=self._base + "/",
@@ -326,10 +305,15 @@ class OpenAICompatBackend:
                     return await session.client.get(path)
                 return await session.client.post(path, json=body)
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            failure = type(exc).__name__
+            failure, transient = type(exc).__name__, True
+        except httpx.HTTPError as exc:  # a bad URL, an unsupported protocol, a decoding error
+            failure, transient = f"{type(exc).__name__}: {exc}", False
         # Raised outside the except block: the httpx error (whose request carries the
         # Authorization header) does not travel on as __context__.
-        raise _Transient(f"{self._where(path)} failed: {failure}")
+        message = f"{self._where(path)} failed: {sanitize(failure, self._secret())}"
+        if transient:
+            raise _Transient(message)
+        raise EndpointError(message)
 
     async def _call(
         self,
@@ -368,6 +352,14 @@ class OpenAICompatBackend:
 
     def _decode(self, response: httpx.Response, path: str) -> Json:
         status = response.status_code
+        location = response.headers.get("location")
+        if 300 <= status < 400 and location is not None:
+            target = _public_url(str(response.url.join(location)))
+            raise EndpointError(
+                f"{self._where(path)} redirected (HTTP {status}) to {sanitize(target, None)}; "
+                "redirects are not followed (use the final URL as the endpoint)",
+                status,
+            )
         if not 200 <= status < 300:
             detail = sanitize(_error_detail(response), self._secret())
             raise EndpointError(f"{self._where(path)} answered HTTP {status}: {detail}", status)
@@ -402,7 +394,7 @@ class OpenAICompatBackend:
             body["prompt"] = request.prompt.text
         data = await self._call(session, path, body)
         choice = self._choice(data, path)
-        raw = _chat_content(choice) if messages is not None else choice.get("text")
+        raw = chat_content(choice) if messages is not None else choice.get("text")
         text, cut = truncate_at_stop(raw if isinstance(raw, str) else "", stops)
         server_stop = choice.get("stop_reason")  # vLLM: the stop string that matched
         reason: FinishReason = "eos"
@@ -410,7 +402,7 @@ class OpenAICompatBackend:
             reason = "stop"
         elif choice.get("finish_reason") == "length":
             reason = "length"
-        return GenerateResult(text, _completion_tokens(data), reason)
+        return GenerateResult(text, completion_tokens(data), reason)
 
     def generate(
         self,
@@ -440,32 +432,29 @@ class OpenAICompatBackend:
         self, session: _Session, context: str, option: str
     ) -> tuple[float, int]:
         prompt = context + option
-        while True:
-            max_tokens = self._echo_max_tokens
-            body: Json = {
-                "model": self._model,
-                "prompt": prompt,
-                "echo": True,
-                "max_tokens": max_tokens,
-                "logprobs": 1,
-                "temperature": 0,
-            }
-            try:
-                data = await self._call(session, "completions", body)
-            except EndpointError as exc:
-                message = exc.message.lower()
-                if exc.status in _UNSUPPORTED_STATUS:
-                    raise _Unsupported(exc.message) from None
-                if exc.status in (400, 422) and max_tokens == 0 and "max_tokens" in message:
-                    self._echo_max_tokens = 1  # this server wants at least one new token
-                    continue
-                if exc.status in (400, 422) and ("echo" in message or "logprob" in message):
-                    raise _Unsupported(exc.message) from None
-                raise
-            logprobs = self._choice(data, "completions").get("logprobs")
-            if not isinstance(logprobs, dict):
-                raise _Unsupported("no logprobs in the answer")
-            return continuation_logprob(logprobs, len(context), len(prompt))
+        body: Json = {
+            "model": self._model,
+            "prompt": prompt,
+            "echo": True,
+            "max_tokens": ECHO_MAX_TOKENS,  # generated after the prompt: ignored
+            "logprobs": 1,
+            "temperature": 0,
+        }
+        try:
+            data = await self._call(session, "completions", body)
+        except EndpointError as exc:
+            message = exc.message.lower()
+            if exc.status in _UNSUPPORTED_STATUS:
+                raise EchoUnsupported(exc.message) from None
+            if exc.status in (400, 422) and ("echo" in message or "logprob" in message):
+                raise EchoUnsupported(exc.message) from None
+            raise
+        choice = self._choice(data, "completions")
+        logprobs = choice.get("logprobs")
+        if not isinstance(logprobs, dict):
+            raise EchoUnsupported("no logprobs in the answer")
+        check_echo_alignment(choice, prompt)
+        return continuation_logprob(logprobs, len(context), len(prompt))
 
     async def _by_letter(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
         if len(request.options) > len(LETTERS):
@@ -477,11 +466,11 @@ class OpenAICompatBackend:
             "max_tokens": self._letter_max_tokens,
         }
         data = await self._call(session, "chat/completions", body)
-        reply = _chat_content(self._choice(data, "chat/completions"))
+        reply = chat_content(self._choice(data, "chat/completions"))
         position = parse_letter(reply, len(request.letter_order))
         chosen = request.letter_order[position] if position is not None else None
         return ChoiceResult(
-            "letter", chosen=chosen, raw_text=reply, n_tokens=_completion_tokens(data)
+            "letter", chosen=chosen, raw_text=reply, n_tokens=completion_tokens(data)
         )
 
     async def _choose_one(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
@@ -490,9 +479,10 @@ class OpenAICompatBackend:
             options = [self._score_option(session, context, c) for c in request.continuations]
             try:
                 scored = await _in_order(options)
-            except _Unsupported:
+            except EchoUnsupported:
                 self._letters = True  # remembered: later requests skip the attempt
             else:
+                self._echo_trusted = True
                 return ChoiceResult(
                     "loglikelihood",
                     tuple(ll for ll, _ in scored),
@@ -520,7 +510,12 @@ class OpenAICompatBackend:
                 progress(1)
                 return result
 
-            return await _in_order([one(r) for r in requests])
+            if self._letters or self._echo_trusted:
+                return await _in_order([one(r) for r in requests])
+            # The first request alone decides between log-probabilities and letters, so
+            # every request of a run is scored the same way.
+            first = await one(requests[0])
+            return [first, *await _in_order([one(r) for r in requests[1:]])]
 
         return self._run(work) if requests else []
 
@@ -572,18 +567,6 @@ class OpenAICompatBackend:
     def close(self) -> None:
         """Stop answering requests. Clients live for one call, so none is left open."""
         self._closed = True
-
-
-def _chat_content(choice: Json) -> str:
-    message = choice.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else ""
-
-
-def _completion_tokens(data: Json) -> int:
-    usage = data.get("usage")
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return tokens if isinstance(tokens, int) else 0
 
 
 def load_openai_backend(ref: ModelRef, options: BackendOptions) -> OpenAICompatBackend:

@@ -426,7 +426,7 @@ def test_loglikelihoods_sum_the_continuation_tokens():
             "model": "tiny",
             "prompt": None,
             "echo": True,
-            "max_tokens": 0,
+            "max_tokens": 1,  # not 0: llama.cpp reads 0 as "no limit"
             "logprobs": 1,
             "temperature": 0,
         }
@@ -458,7 +458,7 @@ def test_a_token_spanning_the_boundary_counts_for_the_continuation():
 def test_answers_without_usable_prompt_logprobs_count_as_unsupported(logprobs):
     with pytest.raises(Exception) as caught:
         continuation_logprob(logprobs, 2, 3)
-    assert type(caught.value).__name__ == "_Unsupported"
+    assert type(caught.value).__name__ == "EchoUnsupported"
 
 
 def test_an_option_at_the_start_of_the_prompt_cannot_be_scored():
@@ -472,18 +472,14 @@ def test_only_openai_refs_are_accepted():
         OpenAICompatBackend(parse_ref("hf:./model"), BackendOptions())
 
 
-def test_servers_that_want_one_new_token_get_it():
+def test_one_new_token_is_asked_for_and_ignored_on_every_request():
+    # llama.cpp's server reads max_tokens 0 as "generate to the end of the context";
+    # the one token it generates after the echoed prompt must not count.
     seen: list[Any] = []
-    inner = scoring_handler(seen, generated=[(" gen", -4.0)])
-
-    def handler(request):
-        if body_of(request)["max_tokens"] == 0:
-            return httpx.Response(400, json={"error": {"message": "max_tokens must be >= 1"}})
-        return inner(request)
-
-    backend = make_backend(handler)
+    backend = make_backend(scoring_handler(seen, generated=[(" gen", -4.0)]))
     results = backend.choose([choice_request(), choice_request()], batch_size=1)
     assert [r.loglikelihoods for r in results] == [pytest.approx((-1.5, -0.9, -3.125))] * 2
+    assert [r.n_tokens for r in results] == [5, 5]
     assert {b["max_tokens"] for b in seen} == {1}
 
 
@@ -632,3 +628,134 @@ def test_registered_as_the_openai_compat_backend():
     assert isinstance(backend, OpenAICompatBackend)
     assert isinstance(backend, ModelBackend)
     backend.close()
+
+
+# -- redirects, URLs, errors that must not carry the key -----------------------------
+
+
+def test_a_redirect_is_an_error_naming_where_it_pointed():
+    calls: list[Any] = []
+
+    def handler(request):
+        calls.append(request)
+        return httpx.Response(302, headers={"location": "http://169.254.169.254/x?k=v"})
+
+    with pytest.raises(EndpointError) as caught:
+        make_backend(handler).generate([chat_request()], batch_size=1)
+    message = caught.value.message
+    assert "redirected (HTTP 302) to http://169.254.169.254/x;" in message
+    assert "redirects are not followed" in message
+    assert caught.value.status == 302 and len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [httpx.UnsupportedProtocol, httpx.DecodingError, httpx.LocalProtocolError],
+)
+def test_other_httpx_errors_fail_at_once_without_the_key(failure):
+    calls: list[Any] = []
+
+    def handler(request):
+        calls.append(request)
+        raise failure(f"broken {request.headers['authorization']}", request=request)
+
+    with pytest.raises(EndpointError) as caught:
+        make_backend(handler).generate([chat_request()], batch_size=1)
+    assert failure.__name__ in caught.value.message and len(calls) == 1
+    assert KEY not in error_chain_text(caught.value)
+    assert "SECRET" not in error_chain_text(caught.value)
+
+
+def test_the_pinned_transport_refuses_a_loopback_endpoint_without_the_key():
+    from quorumbench.errors import EndpointNotAllowedError
+    from quorumbench.evaluation.endpoints import pinned_transport
+
+    ref = parse_ref("openai:http://local.example:8000/v1#tiny")
+    backend = OpenAICompatBackend(
+        ref,
+        BackendOptions(api_key=SecretStr(KEY), max_retries=2),
+        transport=pinned_transport(allow_private=False, resolve=lambda host, port: ["127.0.0.1"]),
+    )
+    with pytest.raises(EndpointNotAllowedError) as caught:
+        backend.generate([chat_request()], batch_size=1)
+    assert "local.example resolves to 127.0.0.1, a loopback address" in caught.value.message
+    assert KEY not in error_chain_text(caught.value)
+
+
+def test_repr_and_info_never_show_the_key():
+    backend = make_backend(lambda request: httpx.Response(404))
+    assert KEY not in repr(backend)
+    assert KEY not in repr(backend.info)
+    assert "SECRET" not in repr(BackendOptions(api_key=SecretStr(KEY)))
+
+
+# -- llama-cpp-python's misaligned echo ------------------------------------------------
+
+
+def llamacpp_like_handler(seen):
+    """Answers as llama-cpp-python 0.3 does for a model without a BOS token: the text
+    holds the generated token, the log-probabilities stop at the prompt's end."""
+
+    def handler(request):
+        seen.append(request.url.path)
+        if request.url.path.endswith("/chat/completions"):
+            return chat_answer("C", tokens=1)
+        body = body_of(request)
+        option = body["prompt"][len(CONTEXT) :]
+        pieces = CONTEXT_PIECES + OPTION_PIECES[option]
+        answer = echo_logprobs(body["prompt"], pieces)
+        data = answer.json()
+        data["choices"][0]["text"] += "."  # generated, but no log-probability for it
+        return httpx.Response(200, json=data)
+
+    return handler
+
+
+def test_echoed_logprobs_missing_the_generated_token_fall_back_to_letters():
+    seen: list[str] = []
+    backend = make_backend(llamacpp_like_handler(seen))
+    results = backend.choose([choice_request(), choice_request(), choice_request()], batch_size=4)
+    assert backend.uses_letters
+    assert [r.method for r in results] == ["letter"] * 3
+    assert [r.chosen for r in results] == [2, 2, 2]
+    # The first request alone found out (its options, then its letter prompt); the
+    # others went by letter at once, so no run mixes the two methods.
+    assert seen.count("/v1/completions") <= len(OPTION_PIECES)
+    assert seen.count("/v1/chat/completions") == 3
+
+
+def test_the_first_request_decides_before_the_others_start():
+    seen: list[Any] = []
+    backend = make_backend(scoring_handler(seen, generated=[(".", -0.3)]), concurrency=8)
+    results = backend.choose([choice_request()] * 4, batch_size=4)
+    assert {r.method for r in results} == {"loglikelihood"} and not backend.uses_letters
+    assert len(seen) == 4 * len(OPTION_PIECES)
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        ("Q: x", [("Q", None), (": x", -1.0)]),  # nothing generated (end of text)
+        ("Q: x!", [("Q", None), (": x", -1.0), ("!", -0.1)]),  # generated and covered
+        ("other text", [("Q", None), (": x", -1.0)]),  # a text we cannot line up
+    ],
+)
+def test_aligned_or_unknowable_echoes_pass(text, pieces):
+    from quorumbench.backends.openai_compat import check_echo_alignment
+
+    offsets = [0]
+    for piece, _ in pieces[:-1]:
+        offsets.append(offsets[-1] + len(piece))
+    logprobs = {"tokens": [p for p, _ in pieces], "text_offset": offsets}
+    check_echo_alignment({"text": text, "logprobs": logprobs}, "Q: x")
+    check_echo_alignment({"text": text}, "Q: x")
+    check_echo_alignment({"text": text, "logprobs": {"tokens": []}}, "Q: x")
+
+
+def test_a_misaligned_echo_is_named_in_the_reason():
+    from quorumbench.backends.openai_compat import check_echo_alignment
+
+    logprobs = {"tokens": ["Q", ": x"], "text_offset": [0, 1]}
+    with pytest.raises(Exception, match="misaligned by one position") as caught:
+        check_echo_alignment({"text": "Q: x.", "logprobs": logprobs}, "Q: x")
+    assert type(caught.value).__name__ == "EchoUnsupported"
