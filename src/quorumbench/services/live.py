@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -42,7 +43,7 @@ from pydantic import SecretStr
 from sqlalchemy import update
 
 from quorumbench.backends._plugin import BackendOptions
-from quorumbench.backends.openai_compat import OpenAICompatBackend, sanitize
+from quorumbench.backends.openai_compat import OpenAICompatBackend
 from quorumbench.core.intervals import score_interval
 from quorumbench.core.plans import Plan
 from quorumbench.db.ask_models import Ask as AskRow
@@ -64,6 +65,8 @@ KEY_NOT_KEPT = "the key was not kept; ask again"
 NOT_CROSS_CHECKED = "one evaluation, not cross-checked"
 PROGRESS_EVERY_S = 0.5
 """Progress is written to the ask's row at most this often (and when a job ends)."""
+MAX_ERROR = 1000
+"""Longest error kept per endpoint (characters)."""
 STOP_WAIT_S = 10.0
 """How long a graceful stop waits for running jobs to notice it."""
 
@@ -194,9 +197,14 @@ class _PacedTransport(httpx.AsyncBaseTransport):
 
 
 def _scrub(text: str, keys: Sequence[str]) -> str:
+    """``text`` on one line, at most 1000 characters, with the keys, bearer tokens and
+    ``sk-`` strings masked (as the backend masks its own messages)."""
     for key in keys:
         text = text.replace(key, "***")
-    return sanitize(text, None)
+    text = re.sub(r"(?i)bearer\s+\S+", "Bearer ***", text)
+    text = re.sub(r"\bsk-[\w-]{4,}", "sk-***", text)
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 1] + "…"
 
 
 class LivePool:

@@ -282,5 +282,25 @@ def test_a_loopback_endpoint_is_not_called_unless_the_operator_allows_it(
         )
         done = wait_until_done(ctx, made.id, alice)
     assert done.status is AskStatus.FAILURE and done.error
-    assert KEY not in done.error
+    assert "a loopback address" in done.error and KEY not in done.error
     assert endpoint.seen == []  # refused before any connection
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://10.0.0.1/v1", "private"),
+        ("http://169.254.169.254/latest", "cloud metadata"),
+        ("http://[::1]:9/v1", "loopback"),
+        ("http://localhost:9/v1", "loopback"),
+    ],
+)
+def test_endpoints_on_private_addresses_are_refused(make_ctx, sums_spec, url, why):
+    ctx = make_ctx(benchmarks=[sums_spec])
+    alice, _ = accounts_of(ctx)
+    made = asks.create(
+        ctx, owner_id=alice, plan=PLAN, endpoints=[EndpointRequest(url, "m", SecretStr(KEY))]
+    )
+    done = wait_until_done(ctx, made.id, alice)
+    assert done.status is AskStatus.FAILURE
+    assert why in (done.error or "") and KEY not in (done.error or "")
