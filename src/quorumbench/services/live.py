@@ -177,23 +177,34 @@ class Pace:
 
 
 class _PacedTransport(httpx.AsyncBaseTransport):
-    """The pinned transport, paced, and made afresh for each event loop (the backend
-    runs every batch on a new one; pooled connections must not outlive theirs)."""
+    """The pinned transport, paced: a fresh one per request, closed once the answer is
+    read, so no connection outlives its request (the backend runs each batch on a new
+    event loop, and a pooled connection must not outlive its loop)."""
 
     def __init__(self, make: Callable[[], httpx.AsyncBaseTransport], pace: Pace) -> None:
         self._make = make
         self._pace = pace
-        self._inner: httpx.AsyncBaseTransport | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        loop = asyncio.get_running_loop()
-        if self._inner is None or self._loop is not loop:
-            self._inner, self._loop = self._make(), loop
         delay = self._pace.reserve()
         if delay > 0:
             await asyncio.sleep(delay)
-        return await self._inner.handle_async_request(request)
+        inner = self._make()
+        try:
+            response = await inner.handle_async_request(request)
+            try:
+                raw = b"".join([chunk async for chunk in response.aiter_raw()])
+            finally:
+                await response.aclose()
+        finally:
+            await inner.aclose()
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=httpx.ByteStream(raw),
+            request=request,
+            extensions=response.extensions,
+        )
 
 
 def _scrub(text: str, keys: Sequence[str]) -> str:

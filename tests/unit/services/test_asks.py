@@ -65,12 +65,22 @@ def test_pace_spaces_requests_and_zero_means_no_limit():
     assert Pace(0).reserve() == 0.0
 
 
-def test_the_paced_transport_waits_and_makes_one_inner_transport_per_loop():
-    made = []
+def test_the_paced_transport_waits_and_closes_each_inner_transport():
+    made, closed = [], []
+
+    class Inner(httpx.AsyncBaseTransport):
+        """Answers as a network transport does: a stream not read yet."""
+
+        async def handle_async_request(self, request):
+            body = httpx.ByteStream(b'{"ok": true}')
+            return httpx.Response(200, headers={"content-type": "application/json"}, stream=body)
+
+        async def aclose(self) -> None:
+            closed.append(1)
 
     def make():
         made.append(1)
-        return httpx.MockTransport(lambda request: httpx.Response(200, json={}))
+        return Inner()
 
     transport = _PacedTransport(make, Pace(10.0))
 
@@ -78,12 +88,12 @@ def test_the_paced_transport_waits_and_makes_one_inner_transport_per_loop():
         started = time.monotonic()
         async with httpx.AsyncClient(transport=transport) as client:
             for _ in range(3):
-                assert (await client.get("http://e.example/")).status_code == 200
+                answer = await client.get("http://e.example/")
+                assert answer.json() == {"ok": True}
         return time.monotonic() - started
 
     assert asyncio.run(three()) >= 0.18  # 10 per second: the 3rd waits 0.2 s
-    asyncio.run(three())
-    assert len(made) == 2  # a new event loop, a new inner transport
+    assert len(made) == len(closed) == 3  # one per request, each closed
 
 
 def test_the_request_endpoints_join_the_plans_with_their_keys():
