@@ -1,5 +1,7 @@
 """Persistence: SQLAlchemy 2 models, engines (SQLite by default, PostgreSQL), migrations."""
 
-# The tables of asks live in their own module (``models.py`` stays under 600 lines);
-# importing it with the package puts them on ``Base.metadata`` with the rest.
-import quorumbench.db.ask_models  # noqa: F401
+# Tables kept out of models.py (it stays under 600 lines) join Base.metadata for every
+# reader of db/models.py (Alembic's env, create_all, the drift test): importing the
+# package imports them, and each of these modules imports models first.
+import quorumbench.db.ask_models  # asks and public plans
+import quorumbench.db.label_models  # noqa: F401  (the ask cache)

@@ -31,6 +31,7 @@ from quorumbench.evaluation.spec import parse_spec
 from quorumbench.logs import event
 from quorumbench.services.chance import fill_chance_sums
 from quorumbench.services.context import ServerContext
+from quorumbench.services.label_cache import backfill
 from quorumbench.services.leaderboard import sync_aggregates
 from quorumbench.settings import ServerSettings
 
@@ -191,6 +192,7 @@ def ensure_benchmarks(ctx: ServerContext, names: list[str]) -> list[BenchmarkRow
         session.flush()
         fill_chance_sums(ctx, session)
         sync_aggregates(ctx, session)
+        backfill(ctx, session)  # the ask cache: DONE tasks it does not hold yet
     _warn_uncovered(ctx, set(pillars.values()))
     return rows
 

@@ -156,6 +156,9 @@ class ServerContext:
     runner counts (made by services/board.py on first use, with the TTL set then)."""
     created: bool = False
     """The database had no QuorumBench schema when this context was built (a new one)."""
+    label_sets: dict[tuple[int, tuple[str, ...]], int] = field(default_factory=dict)
+    """The ask cache's label set ids by (benchmark id, labels), as the startup backfill
+    committed them (services/label_cache.py): the finalizing hot path reads ids here."""
     fruitless_plan: tuple[int, ...] | None = None
     """What the epoch had when the scheduler last planned and nothing fitted the budget
     (services/scheduler.py): no replanning on every tick until that changes."""

@@ -1,5 +1,6 @@
 """Making a decided task public: its outcome, the runners' reputation, its
-leaderboard row and the model's aggregate, and its entry in the public log.
+leaderboard row and the model's aggregate, the ask cache's per-label sums
+(``services/label_cache.py``), and its entry in the public log.
 
 All of it runs in the transaction that decided the task (``services/results.py``
 for a submission that completes a quorum, ``services/canaries.py`` for a spot check
@@ -31,6 +32,7 @@ from quorumbench.protocol import TaskStatus
 from quorumbench.services import publiclog
 from quorumbench.services.chance import task_chance_sum
 from quorumbench.services.context import ServerContext, forget_identities
+from quorumbench.services.label_cache import fold_task
 from quorumbench.services.leaderboard import entry_values, refresh_aggregate
 
 log = logging.getLogger("quorumbench.results")
@@ -127,6 +129,7 @@ def _publish_done(
     )
     _update_reputation(ctx, conn, counted, verdict)
     _update_leaderboard(ctx, conn, task_row, verdict, chance, now)
+    fold_task(ctx, conn, task.id, task_row, verdict, now)  # the ask cache (label sets)
     _log_final(ctx, conn, task, verdict, now)
     task.note("task.finalized", status=TaskStatus.DONE, round=task.round, score=verdict.score)
 

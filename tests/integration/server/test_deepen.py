@@ -23,7 +23,7 @@ from quorumbench.core.plans import parse_plan
 from quorumbench.core.publiclog import leaderboard_from_log
 from quorumbench.db.models import TASK_DEEPEN, TASK_EPOCH, Account, Model, Task
 from quorumbench.errors import NotFoundError, RateLimitedError
-from quorumbench.services import deepen
+from quorumbench.services import ask_cache, deepen
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.scheduler import gaps, tick
 from quorumbench.services.subjects import by_subject
@@ -185,6 +185,11 @@ def test_deepen_schedules_the_plan_samples_and_runners_verify_them_off_the_board
         assert sum(row.n_samples for row in table.get("sums", [])) in (0, 4)
         physics = [row.n_samples for row in table.get("sums", []) if "physics" in row.subject]
         assert physics in ([], [len(verified)])
+
+        # The plan's cached answer has them all: the epoch task's and the deepened ones.
+        with ctx.db.read() as session:
+            (row,) = ask_cache.answer(ctx, session, plan).rows
+        assert row.n_samples == 7 and not row.thin
 
         # Now thick enough: nothing more to do.
         done = deepen.request(ctx, plan, _account(ctx, "asker"))

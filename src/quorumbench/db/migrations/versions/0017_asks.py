@@ -6,7 +6,7 @@ endpoints' URLs and model names (never a key), status, progress and the endpoint
 live results (for their owner only).
 
 Revision ID: 0017
-Revises: 0015 (rechained at merge)
+Revises: 0016
 Create Date: 2026-11-26 14:30:00.000000
 
 """
@@ -20,7 +20,7 @@ import quorumbench.db.types
 
 # revision identifiers, used by Alembic.
 revision: str = "0017"
-down_revision: str | Sequence[str] | None = "0015"
+down_revision: str | Sequence[str] | None = "0016"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
