@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 
 from integration.server.conftest import MATH_ONLY, sums_spec
 from integration.server.endpoint_server import serve_endpoint
-from integration.server.test_asks_api import cache_answers
 from integration.server.test_asks_live import KEY, PLAN
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
@@ -30,12 +29,12 @@ from quorumbench.cli.app import app
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.settings import ServerSettings
 
-__all__ = ["cache_answers", "sums_spec"]  # fixtures
+__all__ = ["sums_spec"]  # a fixture
 runner = CliRunner()
 
 
 @pytest.fixture
-def world(tmp_path, sums_spec, cache_answers):
+def world(tmp_path, sums_spec):
     data = tmp_path / "data"
     settings = ServerSettings(
         data_dir=data,

@@ -9,7 +9,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from quorumbench.api.app import create_app
-from quorumbench.services import ask_cache
 from quorumbench.services.accounts import create_account, issue_token
 
 from .endpoint_server import serve_endpoint
@@ -17,22 +16,7 @@ from .test_asks_live import KEY, LIVE, PLAN
 
 
 @pytest.fixture
-def cache_answers(monkeypatch):
-    """The ask cache's answer; an empty one while the cache is not built yet (its
-    contract stub raises), so these tests check what the asks part owns."""
-    real = ask_cache.answer
-
-    def answer(ctx, session, plan):
-        try:
-            return real(ctx, session, plan)
-        except NotImplementedError:
-            return ask_cache.CacheAnswer(plan.id, [])
-
-    monkeypatch.setattr(ask_cache, "answer", answer)
-
-
-@pytest.fixture
-def site(make_ctx, sums_spec, cache_answers):
+def site(make_ctx, sums_spec):
     ctx = make_ctx(benchmarks=[sums_spec], ask_per_account=2, **LIVE)
     for name in ("alice", "bob"):
         create_account(ctx, name)
@@ -220,7 +204,7 @@ def test_deepen_is_scheduled_and_its_progress_shown(site):
     assert nothing.status_code == 404 and "nothing to deepen" in nothing.json()["detail"]
 
 
-def test_the_operators_llm_planner_falls_back_and_says_so(make_ctx, sums_spec, cache_answers):
+def test_the_operators_llm_planner_falls_back_and_says_so(make_ctx, sums_spec):
     with serve_endpoint("planner-key") as planner:  # answers "7": not a plan
         ctx = make_ctx(
             benchmarks=[sums_spec],

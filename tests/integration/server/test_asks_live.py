@@ -304,3 +304,46 @@ def test_endpoints_on_private_addresses_are_refused(make_ctx, sums_spec, url, wh
     done = wait_until_done(ctx, made.id, alice)
     assert done.status is AskStatus.FAILURE
     assert why in (done.error or "") and KEY not in (done.error or "")
+
+
+def test_the_board_puts_verified_rows_beside_the_endpoint_and_the_cache_keeps_none(
+    make_ctx, clock, sums_spec, db_url
+):
+    from quorumbench.db.label_models import LabelAggregate, LabelCachedTask
+
+    from .test_leaderboard_aggregate import Scene
+
+    ctx = make_ctx(db_url, benchmarks=[sums_spec], **LIVE)
+    scene = Scene(ctx, clock)
+    beta = scene.model("beta")
+    scene.finalize(beta, "sums", [1.0, 1.0, 0.0, 1.0])  # verified: 3 of s0..s3
+
+    def cache() -> list[tuple]:
+        with ctx.db.read() as session:
+            return [
+                tuple(getattr(row, c.key) for c in table.__table__.columns)
+                for table in (LabelAggregate, LabelCachedTask)
+                for row in session.scalars(select(table))
+            ]
+
+    before = cache()
+    assert before  # the verified task is in the cache
+    alice, _ = accounts_of(ctx)
+    with serve_endpoint(KEY) as endpoint:
+        made = asks.create(
+            ctx,
+            owner_id=alice,
+            plan=PLAN,
+            endpoints=[EndpointRequest(endpoint.url, "beta", SecretStr(KEY))],  # a public name
+        )
+        assert wait_until_done(ctx, made.id, alice).status is AskStatus.SUCCESS
+    found = asks.board(ctx, made.id, alice)
+    [verified] = found.cache.rows
+    assert (verified.model_id, verified.n_samples, verified.score) == (beta, 4, 0.75)
+    assert verified.thin  # 4 samples, the plan's budget is 20
+    [mine] = found.endpoints
+    assert (mine.model, mine.n_samples, mine.score) == ("beta", 20, pytest.approx(0.05))
+    # the endpoint's result changed nothing shared: the cache, the public plan's board
+    assert cache() == before
+    plan, shared = asks.plan_board(ctx, made.plan_id)
+    assert plan.endpoints == () and shared.rows == found.cache.rows
