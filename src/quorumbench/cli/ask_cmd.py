@@ -247,16 +247,26 @@ ServerOption = Annotated[
 def ask_command(
     query: Annotated[
         str | None,
-        typer.Argument(help="The question, in plain words (any language).", show_default=False),
+        typer.Argument(
+            help="The question, in plain words (any language).",
+            show_default=False,
+            metavar="QUERY",
+        ),
     ] = None,
     plan: Annotated[
         Path | None,
-        typer.Option("--plan", dir_okay=False, help="Send this plan (JSON or YAML) as it is."),
+        typer.Option(
+            "--plan",
+            dir_okay=False,
+            metavar="FILE",
+            help="Send this plan (JSON or YAML) as it is.",
+        ),
     ] = None,
     endpoint: Annotated[
         list[str] | None,
         typer.Option(
             "--endpoint",
+            metavar="URL#MODEL",
             help="Your OpenAI-compatible endpoint, URL#MODEL (repeatable; needs a login).",
         ),
     ] = None,
@@ -264,6 +274,7 @@ def ask_command(
         list[str] | None,
         typer.Option(
             "--api-key-env",
+            metavar="VAR",
             help="The environment variable holding the endpoint's API key (one for all, "
             "or one per --endpoint).",
         ),
