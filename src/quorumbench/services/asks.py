@@ -24,10 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from quorumbench.core.plans import Endpoint, Plan, PlanError, parse_plan
 from quorumbench.db.ask_models import Ask as AskRow
 from quorumbench.db.ask_models import StoredPlan
+from quorumbench.db.models import Account
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
@@ -179,21 +181,23 @@ def _keyed(plan: Plan, endpoints: Sequence[EndpointRequest]) -> tuple[EndpointRe
     )
 
 
-def _check_live(ctx: ServerContext, owner_id: int) -> None:
-    settings = ctx.settings
-    if settings.ask_workers < 1:
+def _check_live(ctx: ServerContext) -> None:
+    if ctx.settings.ask_workers < 1:
         raise ConfigError("this server evaluates no endpoints (QB_ASK_WORKERS is 0)")
+    pool_for(ctx).check_room()
+
+
+def _count_live(ctx: ServerContext, session: Session, owner_id: int) -> None:
+    """RateLimitedError past ``QB_ASK_PER_ACCOUNT``; in the ask's write transaction,
+    with the account's row locked, so that concurrent asks cannot pass it together."""
+    settings = ctx.settings
+    session.execute(select(Account.id).where(Account.id == owner_id).with_for_update())
     since = ctx.now() - timedelta(hours=settings.ask_window_hours)
-    with ctx.db.read() as session:
-        recent = session.scalars(
-            select(AskRow.created_at)
-            .where(
-                AskRow.owner_id == owner_id,
-                AskRow.created_at > since,
-                AskRow.n_endpoints > 0,
-            )
-            .order_by(AskRow.created_at)
-        ).all()
+    recent = session.scalars(
+        select(AskRow.created_at)
+        .where(AskRow.owner_id == owner_id, AskRow.created_at > since, AskRow.n_endpoints > 0)
+        .order_by(AskRow.created_at)
+    ).all()
     if len(recent) >= settings.ask_per_account:
         retry = None
         if recent:
@@ -204,10 +208,9 @@ def _check_live(ctx: ServerContext, owner_id: int) -> None:
             f"the most an account may make (QB_ASK_PER_ACCOUNT is {settings.ask_per_account})",
             retry,
         )
-    pool_for(ctx).check_room()
 
 
-def _store_plan(ctx: ServerContext, session: Any, public: Plan) -> None:
+def _store_plan(ctx: ServerContext, session: Session, public: Plan) -> None:
     statement = ctx.db.insert(StoredPlan).values(
         id=public.id, plan=public.as_json(), created_at=ctx.now()
     )
@@ -283,14 +286,18 @@ def create(
             "asking with endpoints or deepening needs a signed-in account (Authorization: Bearer …)"
         )
     if keyed:
-        assert owner_id is not None
-        _check_live(ctx, owner_id)
+        _check_live(ctx)
+        if deepen and owner_id is not None:  # before deepening schedules anything
+            with ctx.db.read() as session:
+                _count_live(ctx, session, owner_id)
     public = full.public()
     ask_id = secrets.token_urlsafe(18)
     now = ctx.now()
     status = AskStatus.PENDING if keyed else AskStatus.SUCCESS
     deepened = dict(deepen_service.request(ctx, public, owner_id)) if deepen and owner_id else None
     with ctx.db.write() as session:
+        if keyed and owner_id is not None:
+            _count_live(ctx, session, owner_id)
         _store_plan(ctx, session, public)
         session.add(
             AskRow(

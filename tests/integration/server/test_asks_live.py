@@ -347,3 +347,30 @@ def test_the_board_puts_verified_rows_beside_the_endpoint_and_the_cache_keeps_no
     assert cache() == before
     plan, shared = asks.plan_board(ctx, made.plan_id)
     assert plan.endpoints == () and shared.rows == found.cache.rows
+
+
+def test_concurrent_asks_cannot_pass_the_per_account_cap_together(make_ctx, sums_spec, db_url):
+    ctx = make_ctx(db_url, benchmarks=[sums_spec], **LIVE, ask_per_account=1)
+    alice, _ = accounts_of(ctx)
+    outcomes: list[str] = []
+    gate = threading.Event()
+    with serve_endpoint(KEY, gate=gate) as endpoint:
+        mine = [EndpointRequest(endpoint.url, "mine", SecretStr(KEY))]
+        start = threading.Barrier(4)
+
+        def ask() -> None:
+            start.wait()
+            try:
+                asks.create(ctx, owner_id=alice, plan=PLAN, endpoints=mine)
+                outcomes.append("made")
+            except RateLimitedError:
+                outcomes.append("refused")
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        gate.set()
+        stop_pool(ctx)
+    assert sorted(outcomes) == ["made", "refused", "refused", "refused"]
