@@ -18,7 +18,8 @@ QuorumError
 ├── UnknownBenchmarkError       no benchmark registered under that name
 ├── UnknownBackendError         no backend registered under that name
 ├── InvalidSpecError            a custom benchmark spec that fails validation
-│   └── LocalDataPathError      a spec sent to the server that names a file on the sender's disk
+│   ├── LocalDataPathError      a spec sent to the server that names a file on the sender's disk
+│   └── InvalidPlanError        a plan (or an ask's endpoints) that is not valid
 ├── DataError                   benchmark data that cannot be used
 │   ├── DataNotFoundError       the data file or directory is missing
 │   ├── ChecksumMismatchError   the bytes do not hash to the pinned SHA-256
@@ -129,6 +130,12 @@ class LocalDataPathError(InvalidSpecError):
     the sender's disk; the data must be at an HTTPS or ``hf://`` URL."""
 
     code = "local-data-path"
+
+
+class InvalidPlanError(InvalidSpecError):
+    """A plan document (``core/plans.py``), or an ask's endpoints, that is not valid."""
+
+    code = "invalid-plan"
 
 
 class DataError(QuorumError):

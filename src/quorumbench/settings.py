@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from quorumbench.ask_settings import AskSettings
 from quorumbench.core.taxonomy import SEED_PILLAR_WEIGHTS, normalised_weights, pillar_problem
 from quorumbench.errors import ConfigError
 from quorumbench.settings_auth import OAUTH_PRESETS as OAUTH_PRESETS
@@ -103,7 +104,7 @@ reasoning: gen-reasoning, coding: humaneval, language: gen-language, safety:
 gen-safety)."""
 
 
-class ServerSettings(BaseSettings):
+class ServerSettings(AskSettings, BaseSettings):
     """Settings of ``quorumbench serve`` (environment prefix ``QB_``, nested ``__``)."""
 
     model_config = SettingsConfigDict(

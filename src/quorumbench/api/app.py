@@ -22,6 +22,7 @@ from quorumbench.api.deps import install_hot_path
 from quorumbench.api.openapi import QuorumBenchAPI
 from quorumbench.api.routes import (
     account,
+    asks,
     auth,
     benchmarks,
     board,
@@ -36,6 +37,7 @@ from quorumbench.errors import QuorumError
 from quorumbench.logs import FIELDS, event
 from quorumbench.services.context import ServerContext
 from quorumbench.services.health import health as service_health
+from quorumbench.services.live import stop_pool
 from quorumbench.services.scheduler import tick
 from quorumbench.services.wiring import build_context, check_serving
 from quorumbench.settings import ServerSettings
@@ -131,6 +133,7 @@ def create_app(
         finally:
             if scheduler:
                 scheduler.stop()
+            stop_pool(ctx)  # live asks: waiting ones fail, running ones stop
             if context is None:
                 ctx.close()
             event(logging.getLogger("quorumbench.server"), "server.stop")
@@ -155,6 +158,7 @@ def create_app(
         public_log,
         runners,
         account,
+        asks,
     )
     for router in (module.router for module in routers):
         app.include_router(router)

@@ -142,6 +142,17 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
         E.NotFoundError,
         E.ConfigError,  # a reason that is not printable
     ),
+    "POST /v0/asks": (
+        E.AuthenticationError,  # endpoints or deepening without a signed-in account
+        E.InvalidPlanError,  # a plan (or an endpoint URL) that is not valid
+        E.RateLimitedError,  # writes, and asks with endpoints per account (QB_ASK_PER_ACCOUNT)
+        E.ConfigError,  # this server evaluates no endpoints (QB_ASK_WORKERS=0)
+        E.ServiceUnavailableError,  # the live pool is full or stopping
+        E.NotFoundError,  # deepen: the plan selects no sample of this server's benchmarks
+    ),
+    "GET /v0/asks/{ask_id}": (E.AuthenticationError, E.NotFoundError),
+    "GET /v0/asks/{ask_id}/board": (E.AuthenticationError, E.NotFoundError),
+    "GET /v0/plans/{plan_id}": (E.NotFoundError,),
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""
 
@@ -157,6 +168,11 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
         "POST /v0/models/{model_id}/retire": _MODEL_ID,
     },
     ("POST /v0/tokens", "201"): {"DELETE /v0/tokens/{token_id}": _TOKEN_ID},
+    ("POST /v0/asks", "201"): {
+        "GET /v0/asks/{ask_id}": {"ask_id": "$response.body#/id"},
+        "GET /v0/asks/{ask_id}/board": {"ask_id": "$response.body#/id"},
+        "GET /v0/plans/{plan_id}": {"plan_id": "$response.body#/plan_id"},
+    },
     ("POST /v0/leases", "201"): {
         "POST /v0/leases/{lease_id}/heartbeat": _LEASE_ID,
         "DELETE /v0/leases/{lease_id}": {**_LEASE_ID, "attempt": "$response.body#/attempt"},

@@ -202,3 +202,10 @@ class Api:
         if response.status_code >= 400:
             raise answer_error(self.server, response, "the request")
         return _json(self.server, response)
+
+    def public_post(self, path: str, body: Any = None) -> Any:
+        """A POST without a credential (an ask without endpoints)."""
+        response = _send(self._client, "POST", path, json=body)
+        if response.status_code >= 400:
+            raise answer_error(self.server, response, "the request")
+        return _json(self.server, response)

@@ -22,6 +22,7 @@ from quorumbench.cli.account_cmd import (
     token_list_command,
     token_revoke_command,
 )
+from quorumbench.cli.ask_cmd import ask_command
 from quorumbench.cli.benchmark_cmd import (
     account_grant_command,
     account_revoke_command,
@@ -517,6 +518,7 @@ def verify_command(
 
 
 app.command("demo")(handle_errors(demo_command))
+app.command("ask")(handle_errors(ask_command))
 app.command("export-site")(handle_errors(export_site_command))
 model_app.command("register")(handle_errors(model_register_command))
 model_app.command("list")(handle_errors(model_list_command))

@@ -146,6 +146,7 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             else:
                 console.print("every task of this epoch is final already")
             _print_results(api, options, console)
+            _print_ask(api, server.url, console)
         console.print(
             escape(f"\nleaderboard: {server.url}/  (API {server.url}/v0, docs {server.url}/docs)")
         )
@@ -463,6 +464,28 @@ def _print_results(api: httpx.Client, options: DemoOptions, console: Console) ->
     if len(options.benchmarks) > 1:
         rows = api.get("/v0/leaderboard", params={"unranked": "true"}).json()["rows"]
         print_leaderboard(console, rows, "aggregate")
+
+
+DEMO_QUERY = "which model is best at math and logic puzzles?"
+"""The demo's example question: its plan covers arith's and gen-reasoning's samples."""
+
+
+def _print_ask(api: httpx.Client, url: str, console: Console) -> None:
+    """Ask the demo's example question and print its shareable board (answered from the
+    verified results the demo just made)."""
+    made = api.post("/v0/asks", json={"query": DEMO_QUERY})
+    if made.status_code != 201:
+        console.print(escape(f"ask: the example question was refused: {made.text}"))
+        return
+    ask = made.json()
+    rows = api.get(f"/v0/asks/{ask['id']}/board").json()["rows"]
+    console.print(
+        escape(
+            f"\nask {DEMO_QUERY!r}: {len(rows)} model(s) answered from verified results: "
+            f"{url}/ask?plan={ask['plan_id']}"
+        ),
+        highlight=False,
+    )
 
 
 def _serve_until_interrupted(thread: threading.Thread) -> None:

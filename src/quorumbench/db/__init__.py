@@ -1,6 +1,7 @@
 """Persistence: SQLAlchemy 2 models, engines (SQLite by default, PostgreSQL), migrations."""
 
-# The ask cache's tables (db/label_models.py) join Base.metadata for every reader of
-# db/models.py (Alembic's env, create_all, the drift test): importing the package
-# imports them, and label_models imports models first.
-import quorumbench.db.label_models  # noqa: F401
+# Tables kept out of models.py (it stays under 600 lines) join Base.metadata for every
+# reader of db/models.py (Alembic's env, create_all, the drift test): importing the
+# package imports them, and each of these modules imports models first.
+import quorumbench.db.ask_models  # asks and public plans
+import quorumbench.db.label_models  # noqa: F401  (the ask cache)

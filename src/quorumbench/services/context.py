@@ -107,6 +107,14 @@ class WriteLimits(Protocol):
         ...
 
 
+class LiveWork(Protocol):
+    """The pool that evaluates people's endpoints (``services/live.py``'s ``LivePool``)."""
+
+    def shutdown(self) -> None:
+        """Stop; unfinished asks fail (their keys go with this process)."""
+        ...
+
+
 @dataclass
 class ServerContext:
     """Settings, database, queue and clock (tests pass a fake clock), the server's
@@ -154,11 +162,17 @@ class ServerContext:
     fruitless_plan: tuple[int, ...] | None = None
     """What the epoch had when the scheduler last planned and nothing fitted the budget
     (services/scheduler.py): no replanning on every tick until that changes."""
+    live: LiveWork | None = None
+    """The live evaluation workers of asks with endpoints (services/live.py), made on the
+    first such ask; the server's lifespan and :meth:`close` stop them."""
 
     def now(self) -> datetime:
         return self.clock()
 
     def close(self) -> None:
+        live, self.live = self.live, None
+        if live is not None:
+            live.shutdown()
         self.queue.close()
         self.db.dispose()
 

@@ -2,7 +2,8 @@
 
 The server (:func:`build_context`) connects, migrates, registers its configured
 benchmarks, checks the public log's key and reads (or makes) the key that signs
-access JWTs, and builds the rate limiter: its context holds all three from the start.
+access JWTs, fails the asks a stopped server left running (their keys went with it:
+``services/live.py``), and builds the rate limiter: its context holds all three from the start.
 Admin commands (:func:`admin_context`) only connect: they never change what the
 server schedules, never make a key (their context holds none), and never make a
 database unless asked (``create``). Both say in one line what is wrong with a
@@ -21,6 +22,7 @@ from quorumbench.queue.base import TaskQueue
 from quorumbench.queue.sql import SqlTaskQueue
 from quorumbench.services.benchmarks import ensure_benchmarks
 from quorumbench.services.context import ServerContext, WriteLimits, utc_now
+from quorumbench.services.live import fail_abandoned
 from quorumbench.services.publiclog import ensure_log, read_signer
 from quorumbench.services.ratelimit import build_limiter
 from quorumbench.services.sessions import load_auth_key
@@ -139,6 +141,7 @@ def build_context(
         ensure_benchmarks(ctx, settings.benchmarks)
         ctx.log_signer = ensure_log(ctx) if migrate else read_signer(settings)
         ctx.auth_signer = load_auth_key(settings)
+        fail_abandoned(ctx)  # asks another run of the server held: their keys are gone
     except BaseException:
         ctx.close()
         raise

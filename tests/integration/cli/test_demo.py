@@ -8,6 +8,7 @@ serves it again with ``quorumbench serve --data-dir`` and asks the served API.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -56,6 +57,11 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         assert pillar in aggregate.splitlines()[2]  # the header row names each pillar
     assert "not ranked" not in aggregate
     assert "leaderboard: http://127.0.0.1:" in out
+    # the example question, answered from the verified results just made
+    asked = re.search(
+        r"model\(s\) answered from verified results: \S+/ask\?plan=([0-9a-f]{64})", out
+    )
+    assert asked is not None and "2 model(s) answered" in " ".join(out.split()), out[-3000:]
     assert f"quorumbench serve --data-dir {data_dir}" in " ".join(out.split())
     assert "with the development sign-in (on because the demo listens on loopback only)" in (
         " ".join(out.split())
@@ -119,6 +125,12 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         assert all(r["n_tasks"] == 1 and r["n_samples"] == 1 for r in rows)
         ranked = httpx.get(f"{url}/v0/leaderboard").json()["rows"]
         assert len(ranked) == 2 and all(len(r["pillars"]) == 5 for r in ranked)
+        plan = httpx.get(f"{url}/v0/plans/{asked.group(1)}").json()
+        assert sorted(r["model"] for r in plan["rows"]) == [
+            "SmolLM2-135M-Instruct",
+            "SmolLM2-135M-Instruct + demo LoRA",
+        ]
+        assert all(set(r["benchmarks"]) == {"arith", "gen-reasoning"} for r in plan["rows"])
         done = httpx.get(f"{url}/v0/tasks", params={"status": "DONE"}).json()
         assert len(done) == 10 and all(len(t["results"]) == 3 for t in done)
         # the web pages over the same data: both models ranked, the LoRA's base linked,

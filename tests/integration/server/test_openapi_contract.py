@@ -65,6 +65,15 @@ CONFIG: dict[str, Any] = {
             "include-path": "/v0/models",
             "checks": {"positive_data_acceptance": {"enabled": False}},
         },
+        {
+            # A plan is refused for what it means, not only its grammar (422
+            # invalid-plan: a budget out of range, labels outside the taxonomy, a models
+            # filter that contradicts itself), and endpoints need a live pool (this run
+            # has none: 400) and an account: refused by design.
+            "include-method": "POST",
+            "include-path": "/v0/asks",
+            "checks": {"positive_data_acceptance": {"enabled": False}},
+        },
     ],
 }
 """What a ``schemathesis.toml`` would hold for this run."""
@@ -150,6 +159,7 @@ def world(make_ctx, db_url) -> Iterator[dict[str, Any]]:
         allow_private_endpoints=True,
         registrations_per_week=MODELS,
         write_rate_limit="",
+        ask_workers=0,  # asks with endpoints are refused: no generated host is called
     )
     ctx.inspector = fake_metadata
     create_account(ctx, "admin", is_admin=True)
