@@ -344,18 +344,7 @@ class LivePool:
             why = "the plan's slice has no samples this server can evaluate live"
             if skipped:
                 why += " (code benchmarks need a sandbox: not run for endpoints)"
-            return EndpointRow(
-                endpoint.url,
-                endpoint.model,
-                AskStatus.FAILURE,
-                0,
-                None,
-                None,
-                None,
-                {},
-                why,
-                skipped,
-            )
+            return _failed(endpoint, why, skipped)
         allow = settings.ask_allow_private_endpoints
         transport = _PacedTransport(
             lambda: pinned_transport(allow_private=allow), self.pace(endpoint.url)
@@ -389,18 +378,7 @@ class LivePool:
             progress.skip(sum(len(v) for v in usable.values()) - sum(counts.values()))
             why = _scrub(exc.message, [key] if key else [])
             event(log, "ask.endpoint_failed", ask=job.ask_id, error=why)
-            return EndpointRow(
-                endpoint.url,
-                endpoint.model,
-                AskStatus.FAILURE,
-                0,
-                None,
-                None,
-                None,
-                {},
-                why,
-                skipped,
-            )
+            return _failed(endpoint, why, skipped)
         n = sum(counts.values())
         low, high = score_interval(total, n)
         return EndpointRow(
@@ -415,6 +393,13 @@ class LivePool:
             None,
             skipped,
         )
+
+
+def _failed(endpoint: EndpointRequest, why: str, skipped: dict[str, int]) -> EndpointRow:
+    """The row of an endpoint that could not be evaluated, and why."""
+    return EndpointRow(
+        endpoint.url, endpoint.model, AskStatus.FAILURE, 0, None, None, None, {}, why, skipped
+    )
 
 
 class _Progress:
