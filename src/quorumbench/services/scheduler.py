@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, text
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -343,7 +343,9 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
                 )
                 .on_conflict_do_nothing(
                     index_elements=["model_id", "benchmark_id", "epoch_id"],
-                    index_where=Task.purpose == TASK_EPOCH,
+                    # literal SQL: PostgreSQL matches a partial index by its predicate's
+                    # text, and a bound parameter never matches it
+                    index_where=text(f"purpose = '{TASK_EPOCH}'"),
                 )
                 .returning(Task.id)
             ).scalar()
