@@ -27,7 +27,9 @@ has no row (``named`` lists them in :attr:`CacheAnswer.unmeasured`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -221,8 +223,30 @@ def _grouped_read(
     return query  # (for ``named``, the inner read keeps their ids already)
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while an answer's ~50,000 short-lived objects are
+    made (rows, tuples, SliceRows; none in a cycle, so reference counting frees them):
+    the collections those allocations would set off walk the whole server's heap, a
+    third of a broad answer's time (measured: median 292 → 196 ms at 10,000 models).
+    Concurrent answers may overlap; the collector is back on once the first that
+    turned it off is done, and never left off."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def answer(ctx: ServerContext, session: Session, plan: Plan) -> CacheAnswer:
     """The plan's board from the cache: no sample rows are scanned (module docstring)."""
+    with _collector_paused():
+        return _answer(ctx, session, plan)
+
+
+def _answer(ctx: ServerContext, session: Session, plan: Plan) -> CacheAnswer:
     conn = session.connection()
     ids, bench_names, matched = _label_sets(conn, plan)
     benchmarks = sorted(bench_names)

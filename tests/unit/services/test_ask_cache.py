@@ -88,3 +88,27 @@ def test_sqlite_times_are_read_as_utc():
     assert _freshness("2026-11-26 12:00:05.250000") == datetime(
         2026, 11, 26, 12, 0, 5, 250000, tzinfo=UTC
     )
+
+
+def test_the_collector_is_paused_for_an_answer_and_restored_after() -> None:
+    import gc
+
+    from quorumbench.services.ask_cache import _collector_paused
+
+    assert gc.isenabled()
+    with _collector_paused():
+        assert not gc.isenabled()
+        with _collector_paused():  # an overlapping answer does not turn it back on early
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _collector_paused():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
+    with pytest.raises(RuntimeError), _collector_paused():
+        raise RuntimeError("a failed answer")
+    assert gc.isenabled()
