@@ -43,6 +43,7 @@ from pydantic import SecretStr
 
 from quorumbench.api.app import create_app
 from quorumbench.core.canonical import sha256_hex
+from quorumbench.services import asks
 from quorumbench.services import models as registry
 from quorumbench.services.accounts import (
     DEFAULT_SCOPES,
@@ -172,6 +173,10 @@ class Facts:
     spare_token: int = 0
     """An API token of alice's with ``task:pull`` only (revoked by the matrix)."""
     fresh_key: SigningKey = field(default_factory=SigningKey.generate)
+    ask: str = ""
+    """A cache-only ask (no endpoints): anyone with its id may read it."""
+    plan: str = ""
+    """Its public plan's id."""
 
     def alice_key_id(self) -> str:
         return sha256_hex(bytes(self.keys[OWNER].verify_key))
@@ -237,6 +242,8 @@ def _build_world(client: TestClient, ctx: ServerContext, facts: Facts) -> None:
         owner = Principal(facts.accounts[who], who, False, frozenset(DEFAULT_SCOPES))
         facts.models[label] = registry.register_model(ctx, owner, facts.refs[label]).id
     assert schedule_epoch(ctx, ensure_epoch(ctx, ctx.now())) == TASKS
+    asked = asks.create(ctx, owner_id=None, plan={"budget": 10})
+    facts.ask, facts.plan = asked.id, asked.plan_id
     # carol's first model is finalized by three other accounts: the log gets an entry
     for who in (OWNER, "bob", "dave"):
         submit(who, pull(who, "C1"), 0.5)
@@ -978,6 +985,36 @@ VARIANTS: list[Variant] = [
         ),
         rule=admin_only,
     ),
+    # asks (personalized boards): a cache-only ask is anyone's who has its id
+    Variant(
+        "POST",
+        "/v0/asks",
+        "a cache-only plan",
+        PUBLIC,
+        lambda facts, caller: Request("/v0/asks", None, {"plan": {"budget": 5}}),
+        ok=frozenset({201}),
+    ),
+    Variant(
+        "GET",
+        "/v0/asks/{ask_id}",
+        "a cache-only ask",
+        PUBLIC,
+        lambda facts, caller: Request(f"/v0/asks/{facts.ask}"),
+    ),
+    Variant(
+        "GET",
+        "/v0/asks/{ask_id}/board",
+        "a cache-only ask",
+        PUBLIC,
+        lambda facts, caller: Request(f"/v0/asks/{facts.ask}/board"),
+    ),
+    Variant(
+        "GET",
+        "/v0/plans/{plan_id}",
+        "its plan",
+        PUBLIC,
+        lambda facts, caller: Request(f"/v0/plans/{facts.plan}"),
+    ),
     Variant("GET", "/v0/epochs/current", "current", PUBLIC, fixed("/v0/epochs/current")),
     Variant(
         "GET",
@@ -1094,6 +1131,31 @@ VARIANTS: list[Variant] = [
         ),
     ),
     Variant("GET", "/tasks", "all", PUBLIC, fixed("/tasks")),
+    Variant("GET", "/ask", "the query box", PUBLIC, fixed("/ask")),
+    Variant(
+        "POST",
+        "/ask",
+        "signed out: the default plan",
+        PUBLIC,
+        fixed("/ask"),
+        # a bearer token is no site session: everyone asks signed out, a cache-only ask
+        # (no session to forge a request for, so no form token), sent to its board
+        ok=frozenset({303}),
+    ),
+    Variant(
+        "GET",
+        "/asks/{ask_id}",
+        "a cache-only ask",
+        PUBLIC,
+        lambda facts, caller: Request(f"/asks/{facts.ask}"),
+    ),
+    Variant(
+        "GET",
+        "/asks/{ask_id}/progress",
+        "a cache-only ask",
+        PUBLIC,
+        lambda facts, caller: Request(f"/asks/{facts.ask}/progress"),
+    ),
     Variant(
         "GET",
         "/tasks/{task_id}",
