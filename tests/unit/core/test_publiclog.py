@@ -148,6 +148,12 @@ def test_the_leaderboard_is_recomputed_from_done_entries_only(log) -> None:
     assert stats.score == pytest.approx(0.5)
 
 
+def test_a_deepen_entry_stays_off_the_recomputed_board(log) -> None:
+    deepened = entry(51, score=1.0)
+    deepened["task"] |= {"purpose": "deepen", "plan": "p" * 64}
+    assert leaderboard_from_log(rows([*log, deepened])) == leaderboard_from_log(rows(log))
+
+
 def _canary_entry(canary_score: float, passed: bool, outlier: bool) -> dict:
     scores = {1: 0.5, 2: 0.75, 3: 0.5, 4: canary_score}
     results = [
