@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,6 +16,7 @@ from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 
 from ..pg import emptied, throwaway_database
+from ..sums import write_sums_spec
 
 
 class FakeClock:
@@ -153,24 +152,4 @@ def api(ctx, people):
 @pytest.fixture
 def sums_spec(tmp_path):
     """A second benchmark (exact-match, no network), as a custom spec file."""
-    rows = [{"id": f"s{i}", "q": f"{i} + 1?", "a": str(i + 1)} for i in range(20)]
-    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-    (tmp_path / "sums.jsonl").write_bytes(data)
-    spec = {
-        "name": "sums",
-        "version": 1,
-        "format": "exact-match",
-        "data": {
-            "path": "sums.jsonl",
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "id_field": "id",
-        },
-        "prompt": {"version": 1, "template": "Q: {q}\nA:"},
-        "answer_field": "a",
-        "extract": {"kind": "number"},
-        "compare": "number",
-        "labels": {"skill": "reasoning", "subject": "science/math"},
-    }
-    path = tmp_path / "sums.json"
-    path.write_text(json.dumps(spec), encoding="utf-8")
-    return str(path)
+    return write_sums_spec(tmp_path)

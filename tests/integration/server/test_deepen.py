@@ -8,9 +8,6 @@ for physics.
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 import pytest
 from fastapi.testclient import TestClient
 from rich.console import Console
@@ -28,6 +25,7 @@ from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.scheduler import gaps, tick
 from quorumbench.services.subjects import by_subject
 
+from ..sums import write_sums_spec
 from .conftest import fake_metadata, hub_ref
 from .test_api import pull, register, submit
 
@@ -38,35 +36,11 @@ DEEPEN_UNCHECKED = "deepen task: samples chosen by a plan's labels, not by the e
 
 @pytest.fixture
 def labelled_spec(tmp_path):
-    rows = [
-        {
-            "id": f"s{i}",
-            "q": f"{i} + 1?",
-            "a": str(i + 1),
-            "subj": "science/math" if i % 2 == 0 else "science/physics",
-        }
-        for i in range(20)
-    ]
-    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-    (tmp_path / "sums.jsonl").write_bytes(data)
-    spec = {
-        "name": "sums",
-        "version": 1,
-        "format": "exact-match",
-        "data": {
-            "path": "sums.jsonl",
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "id_field": "id",
-        },
-        "prompt": {"version": 1, "template": "Q: {q}\nA:"},
-        "answer_field": "a",
-        "extract": {"kind": "number"},
-        "compare": "number",
-        "labels": {"skill": "reasoning", "subject": "{subj}"},
-    }
-    path = tmp_path / "sums.json"
-    path.write_text(json.dumps(spec), encoding="utf-8")
-    return str(path)
+    return write_sums_spec(
+        tmp_path,
+        "{subj}",
+        lambda i: {"subj": "science/math" if i % 2 == 0 else "science/physics"},
+    )
 
 
 def _world(make_ctx, spec, url=None, **overrides):

@@ -11,8 +11,6 @@ not arith ids: arith has no subject table here.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +30,8 @@ from quorumbench.services.results import ResultPayload, submit_result
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 
+from ..sums import write_sums_spec
+
 
 class Clock:
     def __init__(self) -> None:
@@ -42,29 +42,7 @@ class Clock:
 
 
 def _sums_spec(tmp: Path) -> str:
-    rows = [
-        {"id": f"s{i}", "q": f"{i} + 1?", "a": str(i + 1), "topic": ("even", "odd")[i % 2]}
-        for i in range(20)
-    ]
-    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-    (tmp / "sums.jsonl").write_bytes(data)
-    spec = {
-        "name": "sums",
-        "version": 1,
-        "format": "exact-match",
-        "data": {
-            "path": "sums.jsonl",
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "id_field": "id",
-        },
-        "prompt": {"version": 1, "template": "Q: {q}\nA:"},
-        "answer_field": "a",
-        "extract": {"kind": "number"},
-        "compare": "number",
-        "labels": {"skill": "reasoning", "subject": "science/{topic}"},
-    }
-    (tmp / "sums.json").write_text(json.dumps(spec), encoding="utf-8")
-    return str(tmp / "sums.json")
+    return write_sums_spec(tmp, "science/{topic}", lambda i: {"topic": ("even", "odd")[i % 2]})
 
 
 # name, ref, params, license, adapter of
