@@ -43,7 +43,7 @@ _TASK_BENCHMARK = (
 )
 
 
-def _benchmark(ctx: ServerContext, row: Any) -> Benchmark | None:
+def loaded_version(ctx: ServerContext, row: Any) -> Benchmark | None:
     """The benchmark object of the row's exact version, if this process has loaded it
     (every active one, at startup). Nothing is loaded here: this runs while a task is
     finalized, and a benchmark that is no longer active may not load at all."""
@@ -62,7 +62,7 @@ def chance_sum(ctx: ServerContext, row: Any, sample_ids: Sequence[str]) -> float
     benchmark's samples; None when not known here."""
     if row.kind == "generate":
         return 0.0
-    bench = _benchmark(ctx, row)
+    bench = loaded_version(ctx, row)
     if bench is None:
         return None
     try:

@@ -54,6 +54,7 @@ from quorumbench.errors import QuorumError
 from quorumbench.evaluation.benchmark import Benchmark
 from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
+from quorumbench.services.chance import loaded_version
 from quorumbench.services.context import ServerContext
 
 log = logging.getLogger("quorumbench.leaderboard")
@@ -83,18 +84,6 @@ class Cell:
         self.chance_sum += chance
         if self.updated_at is None or when > self.updated_at:
             self.updated_at = when
-
-
-def loaded_version(ctx: ServerContext, row: Any) -> Benchmark | None:
-    """The loaded benchmark of exactly ``row``'s version and data (name, version,
-    dataset_sha256), else None. Nothing is loaded here."""
-    bench = ctx.loaded_benchmarks.get(row.name)
-    if bench is None or (bench.version, bench.dataset_sha256) != (
-        row.version,
-        row.dataset_sha256,
-    ):
-        return None
-    return bench
 
 
 def sample_cells(

@@ -361,12 +361,11 @@ class LivePool:
             backend = OpenAICompatBackend(
                 parse_ref(f"openai:{endpoint.url}#{endpoint.model}"), options, transport=transport
             )
-            config = EvalConfig(batch_size=settings.ask_endpoint_concurrency)
             for name, samples in usable.items():
                 run = evaluate(
                     benchmarks[name],
                     backend,
-                    EvalConfig(len(samples), "0", config.batch_size),
+                    EvalConfig(len(samples), "0", settings.ask_endpoint_concurrency),
                     progress.step,
                     samples,
                 )
