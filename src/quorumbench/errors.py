@@ -39,6 +39,8 @@ QuorumError
 ├── ConflictError               the request contradicts stored state
 │   ├── DuplicateModelError     the model (ref or weights) is registered already
 │   ├── DuplicateBenchmarkError the benchmark name (and version) is taken already
+│   ├── InsufficientFundsError  a transfer larger than the holder's balance
+│   ├── DuplicateEntryError     the same weights (or model) entered in a pool already
 │   └── LeaseExpiredError       the lease expired or was superseded (fencing)
 ├── AuthenticationError         no valid API token
 ├── PermissionDeniedError       the token lacks a scope, or the account may not act
@@ -255,6 +257,18 @@ class DuplicateBenchmarkError(ConflictError):
     """The benchmark's name and version exist already (or the name is another's)."""
 
     code = "duplicate-benchmark"
+
+
+class InsufficientFundsError(ConflictError):
+    """A transfer (funding a pool) larger than the holder's balance: nothing moved."""
+
+    code = "insufficient-funds"
+
+
+class DuplicateEntryError(ConflictError):
+    """The model, or a model with the same weights, is in the pool already."""
+
+    code = "duplicate-entry"
 
 
 class LeaseExpiredError(ConflictError):

@@ -4,4 +4,5 @@
 # reader of db/models.py (Alembic's env, create_all, the drift test): importing the
 # package imports them, and each of these modules imports models first.
 import quorumbench.db.ask_models  # asks and public plans
-import quorumbench.db.label_models  # noqa: F401  (the ask cache)
+import quorumbench.db.label_models  # the ask cache
+import quorumbench.db.pool_models  # noqa: F401  (credits and prize pools)
