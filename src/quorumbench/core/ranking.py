@@ -78,14 +78,21 @@ def standings(rows: Iterable[tuple[float, float, float]]) -> Standings:
 
 def ranks(rows: Sequence[tuple[float, float, float]]) -> list[Rank]:
     """The rank of each (score, low, high) row among all of them: :meth:`Standings.rank`
-    of each, in one loop (the ask cache ranks ten thousand rows per request)."""
-    board = standings(rows)
-    n, scores, lows, highs = len(board), board.scores, board.lows, board.highs
+    of each, in one loop (the ask cache ranks ten thousand rows per request), each value
+    rounded once."""
+    keyed = [
+        (round(score, SCORE_DIGITS), round(low, SCORE_DIGITS), round(high, SCORE_DIGITS))
+        for score, low, high in rows
+    ]
+    n = len(keyed)
+    scores = sorted([row[0] for row in keyed])
+    lows = sorted([row[1] for row in keyed])
+    highs = sorted([row[2] for row in keyed])
     return [
         Rank(
-            1 + n - bisect_right(scores, round(score, SCORE_DIGITS)),
-            1 + n - bisect_right(lows, round(high, SCORE_DIGITS)),
-            n - bisect_left(highs, round(low, SCORE_DIGITS)),
+            1 + n - bisect_right(scores, score),
+            1 + n - bisect_right(lows, high),
+            n - bisect_left(highs, low),
         )
-        for score, low, high in rows
+        for score, low, high in keyed
     ]

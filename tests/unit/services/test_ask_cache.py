@@ -1,5 +1,5 @@
-"""The ask cache's pure parts: a task's label cells, model kinds and size bounds, the
-remembered interval, SQLite's stored times (the database parts:
+"""The ask cache's pure parts: a task's label cells, model kinds and size bounds, SQLite's
+stored times (the intervals: ``test_interval_batch.py``) (the database parts:
 ``tests/integration/db/test_ask_cache.py``)."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from datetime import UTC, datetime
 import pytest
 
 from quorumbench.benchmarks import load_benchmark
-from quorumbench.core.intervals import score_interval
 from quorumbench.core.plans import parse_plan
 from quorumbench.evaluation.benchmark import BenchmarkContext
-from quorumbench.services.ask_cache import _freshness, _kind, _selected, interval
+from quorumbench.services.ask_cache import _freshness, _kind, _selected
 from quorumbench.services.label_cache import TOTAL_LABELS, sample_cells
 
 
@@ -78,16 +77,11 @@ def test_the_filter_selection(models, ref, params, details, kept):
     assert _selected(plan, ref, params, details) is kept
 
 
-def test_the_remembered_interval_is_the_exact_one():
-    for total, n in [(0.0, 8), (8.0, 8), (3.5, 10), (57.0, 200)]:
-        assert interval(total, n) == score_interval(total, n)
-    assert interval(0.0, 8)[1] == pytest.approx(0.369, abs=1e-3)
-
-
 def test_sqlite_times_are_read_as_utc():
     assert _freshness("2026-11-26 12:00:05.250000") == datetime(
         2026, 11, 26, 12, 0, 5, 250000, tzinfo=UTC
     )
+    assert _freshness("2026-11-26 12:00:05") == datetime(2026, 11, 26, 12, 0, 5, tzinfo=UTC)
 
 
 def test_the_collector_is_paused_for_an_answer_and_restored_after() -> None:
