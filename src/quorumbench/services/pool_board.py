@@ -172,12 +172,12 @@ def pool_standings(
         acc.chance = None if acc.chance is None or level is None else acc.chance + level
     out = []
     for entry in entries:
-        acc = sums.get(entry.id)
-        if acc is None or acc.n == 0:
+        got = sums.get(entry.id)
+        if got is None or got.n == 0:
             continue
-        low, high = score_interval(acc.total, acc.n)
-        chance = 0.0 if acc.chance is None else min(max(acc.chance / acc.n, 0.0), 1.0)
-        out.append(Standing(entry.id, acc.total / acc.n, low, high, acc.n, chance))
+        low, high = score_interval(got.total, got.n)
+        chance = 0.0 if got.chance is None else min(max(got.chance / got.n, 0.0), 1.0)
+        out.append(Standing(entry.id, got.total / got.n, low, high, got.n, chance))
     return out
 
 
