@@ -26,7 +26,8 @@ Ties (``exact`` | ``statistical``) form groups of adjacent entries:
   intervals ``[ci_low, ci_high]`` overlap and the boundary between their places is a
   paid one (their ungrouped shares differ: any boundary inside ArithmeticDecrease or
   Geometric's paid places, the last paid / first unpaid one, TopKEqual's k / k+1, ...).
-  Merging is transitive along the order (A~B and B~C give one group A, B, C).
+  Merging is transitive along the order (A~B and B~C give one group A, B, C); a run
+  of equal scores is compared as one interval, the union of its members' intervals.
 
 Every member of a group gets the mean of the group's ungrouped shares (the sum of its
 places' shares, split equally), and its ``place`` is the group's best place.
@@ -181,13 +182,22 @@ def _place_shares(rule: Rule, ordered: Sequence[Standing]) -> list[Fraction]:
 
 
 def _groups(ordered: Sequence[Standing], shares: Sequence[Fraction], ties: str) -> list[int]:
-    """The group index of each position."""
+    """The group index of each position.
+
+    Under ``statistical``, a run of equal scores counts as one interval, the union of its
+    members' (they all contain the score), so the hash order inside a tie cannot decide
+    whether a neighbour is merged.
+    """
+    envelope: dict[float, tuple[float, float]] = {}
+    for s in ordered:
+        low, high = envelope.get(s.score, (s.ci_low, s.ci_high))
+        envelope[s.score] = (min(low, s.ci_low), max(high, s.ci_high))
     group = [0] * len(ordered)
     for i in range(1, len(ordered)):
-        a, b = ordered[i - 1], ordered[i]
-        same = a.score == b.score
+        a, b = envelope[ordered[i - 1].score], envelope[ordered[i].score]
+        same = ordered[i - 1].score == ordered[i].score
         if ties == "statistical" and not same:
-            overlap = max(a.ci_low, b.ci_low) <= min(a.ci_high, b.ci_high)
+            overlap = max(a[0], b[0]) <= min(a[1], b[1])
             same = overlap and shares[i - 1] != shares[i]
         group[i] = group[i - 1] + (0 if same else 1)
     return group

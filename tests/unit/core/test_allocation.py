@@ -377,3 +377,17 @@ def test_statistical_groups_are_unions_of_exact_groups(rows, rule, funds):
 
 def test_payout_is_a_plain_value():
     assert Payout(1, 1, 0, 5) == Payout(1, 1, 0, 5)
+
+
+def test_statistical_compares_a_tie_by_the_union_of_its_intervals():
+    # 2 and 3 tie at 0.6; only 3's interval reaches entry 4, whichever of them sorts last.
+    for ids in ([2, 3], [3, 2]):
+        standings = [
+            Standing(1, 0.9, 0.9, 0.9, 10),
+            Standing(ids[0], 0.6, 0.58, 0.62, 10),
+            Standing(ids[1], 0.6, 0.5, 0.7, 10),
+            Standing(4, 0.5, 0.4, 0.55, 10),
+        ]
+        payouts = allocate(1000, standings, parse_rule("ArithmeticDecrease"), "statistical")
+        assert amounts(payouts) == [400, 200, 200, 200]
+        assert [p.group for p in payouts] == [0, 1, 1, 1]
