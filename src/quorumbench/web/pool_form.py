@@ -18,10 +18,23 @@ from typing import Any
 
 from quorumbench.core.allocation import RULES, TIE_POLICIES, parse_rule
 from quorumbench.errors import ConfigError
+from quorumbench.services.pool_spec import (
+    MAX_DESCRIPTION,
+    MAX_ENTRIES_PER_ACCOUNT,
+    MAX_PERIOD_S,
+    MAX_TITLE,
+    MIN_PERIOD_S,
+)
 from quorumbench.services.pools import PoolSpec
 from quorumbench.web.session import Form
 
-TITLE_MAX, DESCRIPTION_MAX = 200, 5000
+TITLE_MAX, DESCRIPTION_MAX = MAX_TITLE, MAX_DESCRIPTION
+KIND_TEXT = {
+    "hf": "Hugging Face models (hf:)",
+    "lora": "LoRA adapters",
+    "gguf": "GGUF files",
+    "openai": "OpenAI-compatible endpoints",
+}
 RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "ArithmeticDecrease": ("k",),
     "Geometric": ("q", "k"),
@@ -58,7 +71,7 @@ TEXT_FIELDS = (
     "period_hours",
     "final_sha256",
 )
-PERIOD_HOURS_MAX = 24 * 31
+PERIOD_HOURS_MIN, PERIOD_HOURS_MAX = MIN_PERIOD_S // 3600, MAX_PERIOD_S // 3600
 LOCAL_TIME = "%Y-%m-%dT%H:%M"
 _WHOLE = re.compile(r"^\d+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -147,8 +160,11 @@ class PoolForm:
         if max_params is not None and max_params <= 0:
             raise FormProblem("max_params", "A parameter limit is a positive size, e.g. 7B.")
         entries = _whole(v["entries_per_account"], "entries_per_account", "Entries per account")
-        if not 1 <= entries <= 100:
-            raise FormProblem("entries_per_account", "Entries per account: from 1 to 100.")
+        if not 1 <= entries <= MAX_ENTRIES_PER_ACCOUNT:
+            raise FormProblem(
+                "entries_per_account",
+                f"Entries per account: from 1 to {MAX_ENTRIES_PER_ACCOUNT}.",
+            )
         period_s = _period(v["period_hours"])
         digest = v["final_sha256"].lower() or None
         if digest is not None and not _SHA256.match(digest):
@@ -246,15 +262,16 @@ def _times(v: dict[str, str], now: datetime) -> tuple[datetime, datetime, dateti
         raise FormProblem("ends_at", "The end must be in the future.")
     if deadline > ends:
         raise FormProblem("join_deadline", "Entries must close by the end (or at it).")
-    if deadline < starts:
-        raise FormProblem("join_deadline", "Entries cannot close before the start.")
+    if deadline <= starts:
+        raise FormProblem("join_deadline", "Entries must close after the start.")
     return starts, ends, deadline
 
 
 def _period(text: str) -> int:
     hours = _whole(text, "period_hours", "The board's update period (hours)")
-    if not 1 <= hours <= PERIOD_HOURS_MAX:
+    if not PERIOD_HOURS_MIN <= hours <= PERIOD_HOURS_MAX:
         raise FormProblem(
-            "period_hours", f"The board's update period: from 1 to {PERIOD_HOURS_MAX} hours."
+            "period_hours",
+            f"The board's update period: from {PERIOD_HOURS_MIN} to {PERIOD_HOURS_MAX} hours.",
         )
     return hours * 3600

@@ -29,20 +29,24 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from quorumbench.core.allocation import RULES, TIE_POLICIES
+from quorumbench.core.plans import MODEL_KINDS
 from quorumbench.errors import (
     ConflictError,
+    InvalidSpecError,
     NotFoundError,
     PermissionDeniedError,
     QuorumError,
     RateLimitedError,
 )
 from quorumbench.services import ledger, pools, web_sessions
-from quorumbench.services.board import MODEL_TYPES, active_benchmarks
+from quorumbench.services.board import active_benchmarks
 from quorumbench.services.models import owned_models
 from quorumbench.services.ratelimit import count_write
 from quorumbench.services.web_sessions import SignedIn
 from quorumbench.web import pool_view
 from quorumbench.web.pool_form import (
+    DESCRIPTION_MAX,
+    KIND_TEXT,
     PERIOD_HOURS_MAX,
     RULE_PARAMS,
     RULE_TEXT,
@@ -56,12 +60,23 @@ from quorumbench.web.signin import PRIVATE
 
 router = APIRouter(include_in_schema=False)
 PoolId = Annotated[int, Path(ge=1, le=2**31 - 1)]
-STATUS = ((NotFoundError, 404), (ConflictError, 409), (PermissionDeniedError, 403))
+STATUS = (
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (PermissionDeniedError, 403),
+    (InvalidSpecError, 422),
+)
+"""The API's statuses (``api/problems.STATUS``) of the refusals these forms show."""
 
 
 def status_of(exc: QuorumError) -> int:
     """The status a refusal shown in a form gets (the API's for the same error)."""
     return next((code for cls, code in STATUS if isinstance(exc, cls)), 400)
+
+
+def joinable(pool: pools.PoolView) -> bool:
+    """Entries are open from creation until the deadline (upcoming or open)."""
+    return pool.phase in ("upcoming", "open")
 
 
 def _answer(request: Request, template: str, status: int = 200, **extra: Any) -> Response:
@@ -123,8 +138,10 @@ def _form_page(
         rule_params=RULE_PARAMS,
         ties=TIE_POLICIES,
         tie_text=TIE_TEXT,
-        kinds=MODEL_TYPES,
+        kinds=MODEL_KINDS,
+        kind_text=KIND_TEXT,
         period_max=PERIOD_HOURS_MAX,
+        description_max=DESCRIPTION_MAX,
         problem=problem,
         field=field,
     )
@@ -149,7 +166,7 @@ def create_pool(request: Request, form: PostedForm) -> Response:
             now=ctx.now(),
             balance=_balance(request, signed_in),
             active=active_benchmarks(ctx),
-            kinds=MODEL_TYPES,
+            kinds=MODEL_KINDS,
             parse_size=parse_size,
         )
         made = pools.create_pool(ctx, signed_in.principal, spec)
@@ -177,7 +194,7 @@ def _pool_page(
     signed_in = viewer(request)
     entered = {e.model_id for e in detail.entries}
     own = []
-    if signed_in is not None and detail.pool.phase == "open":
+    if signed_in is not None and joinable(detail.pool):
         own = [
             m.model
             for m in owned_models(ctx, signed_in.principal)
@@ -199,6 +216,7 @@ def _pool_page(
         log_url=pool_view.log_entry_url(detail.payout_record),
         server_url=str(request.base_url).rstrip("/"),
         own_models=own,
+        joinable=joinable(detail.pool),
         created=created,
         joined=next((e for e in detail.entries if e.id == joined), None),
         join_problem=join_problem,
