@@ -35,9 +35,11 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Downgrade schema (refused while the log holds payout records: a log entry is
     never removed, and those rows have no task)."""
-    records = op.get_bind().execute(
-        sa.text("SELECT count(*) FROM log_entries WHERE task_id IS NULL")
-    ).scalar()
+    records = (
+        op.get_bind()
+        .execute(sa.text("SELECT count(*) FROM log_entries WHERE task_id IS NULL"))
+        .scalar()
+    )
     if records:
         raise RuntimeError(
             f"the public log holds {records} record(s) that are not tasks (pool payouts): "
