@@ -159,24 +159,25 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
         E.UnknownBenchmarkError,  # a benchmark the server does not run
         E.InvalidSpecError,  # times or parameters the service refuses
     ),
+    "GET /v0/pools": (E.InvalidSpecError,),  # a phase the service does not know
     "GET /v0/pools/{pool_id}": (E.NotFoundError,),
     "POST /v0/pools/{pool_id}/entries": (
         E.PermissionDeniedError,  # no model:register, or someone else's model
         E.NotFoundError,  # no such pool or model
-        E.ConflictError,  # joins closed, entries per account used up
+        E.ConflictError,  # joins closed, entries per account used up, not eligible
         E.DuplicateEntryError,  # the same weights entered already
-        E.InvalidSpecError,  # a model the pool's eligibility excludes
     ),
     "POST /v0/pools/{pool_id}/cancel": (
         E.PermissionDeniedError,  # not an admin
         E.NotFoundError,
+        E.InvalidSpecError,  # a reason the service refuses
         E.ConflictError,  # settled or cancelled already
     ),
     "POST /v0/pools/{pool_id}/reveal": (
         E.PermissionDeniedError,  # not the funder
         E.NotFoundError,
         E.ConflictError,  # no final split, revealed already, or not ended yet
-        E.DataError,  # the URL cannot be fetched, or its bytes do not hash to final_sha256
+        E.InvalidSpecError,  # not one https URL
     ),
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""

@@ -26,7 +26,8 @@ from quorumbench.protocol import BENCHMARK_NAME_PATTERN
 MAX_FUNDS = 2**53 - 1
 """The largest amount a pool can hold (minor units): an integer every JSON reader keeps
 exactly (a double's 53 bits)."""
-MAX_PERIOD_S = 366 * 86_400
+MIN_PERIOD_S = 3600
+MAX_PERIOD_S = 30 * 86_400
 PHASES = ("upcoming", "open", "running", "ended", "settled", "cancelled")
 Rule = Literal["ArithmeticDecrease", "Geometric", "Proportional", "WinnerTakesAll", "TopKEqual"]
 Ties = Literal["exact", "statistical"]
@@ -64,7 +65,7 @@ class PoolIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [POOL_EXAMPLE]})
 
     title: PlainText = Field(min_length=1, max_length=200)
-    description: str = Field("", max_length=10_000, description="Plain text, shown as it is.")
+    description: str = Field("", max_length=4000, description="Plain text, shown as it is.")
     funds: Amount = Field(
         description="Credits put up, in minor units (an integer > 0, at most the "
         "caller's balance: 409 ``insufficient-funds`` otherwise, and nothing moves)."
@@ -80,10 +81,14 @@ class PoolIn(BaseModel):
     benchmarks: list[Annotated[str, Field(pattern=BENCHMARK_NAME_PATTERN, max_length=64)]] = Field(
         min_length=1, max_length=20, description="Names of active benchmarks of the server."
     )
-    starts_at: AwareDatetime | None = Field(None, description="Default: now.")
+    starts_at: AwareDatetime | None = Field(
+        None, description="Default: now (at most a few minutes in the past)."
+    )
     ends_at: AwareDatetime = Field(description="After ``starts_at``.")
     join_deadline: AwareDatetime | None = Field(
-        None, description="Entries close then (default: ``ends_at``); at most ``ends_at``."
+        None,
+        description="Entries close then (default: ``ends_at``): after ``starts_at``, at "
+        "most ``ends_at``.",
     )
     max_params: Annotated[StrictInt, Field(gt=0, le=10**15)] | None = Field(
         None, description="Eligibility: models of at most this many parameters."
@@ -92,7 +97,7 @@ class PoolIn(BaseModel):
         default_factory=list, max_length=4, description="Eligibility: model kinds (empty: any)."
     )
     entries_per_account: Annotated[StrictInt, Field(ge=1, le=100)] = 1
-    period_s: Annotated[StrictInt, Field(ge=60, le=MAX_PERIOD_S)] = Field(
+    period_s: Annotated[StrictInt, Field(ge=MIN_PERIOD_S, le=MAX_PERIOD_S)] = Field(
         86_400, description="Seconds between board snapshots (the seed's 24 h)."
     )
     final_sha256: str | None = Field(
@@ -109,8 +114,8 @@ class PoolIn(BaseModel):
         if self.join_deadline is not None:
             if self.join_deadline > self.ends_at:
                 raise ValueError("join_deadline must not be after ends_at")
-            if self.starts_at is not None and self.join_deadline < self.starts_at:
-                raise ValueError("join_deadline must not be before starts_at")
+            if self.starts_at is not None and self.join_deadline <= self.starts_at:
+                raise ValueError("join_deadline must be after starts_at")
         if len(set(self.benchmarks)) != len(self.benchmarks):
             raise ValueError("benchmarks must not repeat")
         try:
@@ -140,8 +145,8 @@ class RevealIn(BaseModel):
     url: str = Field(
         max_length=2000,
         pattern=r"^https://[^\s/?#@]+[^\s]*$",
-        description="Where the held-out final dataset is (https); its bytes must hash to "
-        "the pool's ``final_sha256``.",
+        description="Where the held-out final dataset is (https), revealed once the pool "
+        "has ended; anyone can check that its bytes hash to the pool's ``final_sha256``.",
     )
 
 

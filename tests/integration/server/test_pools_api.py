@@ -224,9 +224,12 @@ def test_join_refusals_change_nothing(world):
     assert_problem(world.post(path, {"model": carols}, "bob"), 403, "forbidden")
     # the same model again
     assert_problem(world.post(path, {"model": bobs}, "bob"), 409, "duplicate-entry")
-    # another model with the same weights, under another account
+    # another model with the weights bob entered, under another account (the registry
+    # holds each weights hash once, so bob's row is given another hash first: the entry
+    # keeps the hash it entered with)
     with world.ctx.db.write() as session:
         weights = session.get(Model, bobs).weights_sha256
+        session.execute(update(Model).where(Model.id == bobs).values(weights_sha256="f" * 64))
         session.execute(update(Model).where(Model.id == carols).values(weights_sha256=weights))
     assert_problem(world.post(path, {"model": carols}, "carol"), 409, "duplicate-entry")
     # no such model, no such pool, a bad body

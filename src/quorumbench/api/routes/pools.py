@@ -207,7 +207,8 @@ def cancel(pool_id: RowId, body: CancelIn, ctx: Context, principal: Writer) -> P
 
 @router.post("/{pool_id}/reveal", response_model=PoolOut)
 def reveal(pool_id: RowId, body: RevealIn, ctx: Context, principal: Writer) -> PoolOut:
-    """The funder reveals the URL of the held-out final dataset (needs
-    ``model:register``): its bytes must hash to the SHA-256 published at creation."""
+    """The funder reveals the URL of the held-out final dataset once the pool has ended
+    (needs ``model:register``); anyone can check its bytes against the SHA-256 published
+    at creation. The server stores the URL and fetches nothing."""
     principal.require(SCOPE)
     return pool_out(pools.reveal_final(ctx, principal, pool_id, body.url))
