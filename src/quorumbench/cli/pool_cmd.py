@@ -113,7 +113,7 @@ def _params(pool: dict[str, Any]) -> str:
 
 
 def pools_table(found: list[dict[str, Any]], title: str, now: datetime) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     for column in ("id", "title", "phase", "funds", "rule", "benchmarks", "entries", "time"):
         table.add_column(
             column, justify="right" if column in ("id", "funds", "entries") else "left"
@@ -135,7 +135,7 @@ def pools_table(found: list[dict[str, Any]], title: str, now: datetime) -> Table
 
 
 def pool_table(pool: dict[str, Any], server: str) -> Table:
-    table = Table(title=f"pool {pool['id']}: {pool['title']}", title_justify="left")
+    table = Table(title=Text(f"pool {pool['id']}: {pool['title']}"), title_justify="left")
     table.show_header = False
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
