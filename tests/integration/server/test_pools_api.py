@@ -326,3 +326,82 @@ def test_the_openapi_document_describes_the_pool_routes(world):
     }
     assert schemas["PoolIn"]["properties"]["ends_at"]["format"] == "date-time"
     assert {"PoolOut", "PoolDetailOut", "StandingRowOut", "PayoutOut"} <= set(schemas)
+
+
+def test_a_scored_pool_through_the_api_and_the_cli(make_ctx, sums_spec, db_url, clock):
+    """The board with intervals, the payout preview, then the settled payouts and the
+    payout record, as the API and ``quorumbench pool show`` give them."""
+    from typer.testing import CliRunner
+
+    from quorumbench.api.embedded import EmbeddedServer
+    from quorumbench.cli.app import app as cli_app
+    from quorumbench.services.scheduler import tick
+
+    from .pool_world import DAY1, World
+
+    made = World(make_ctx, sums_spec, db_url)
+    try:
+        made.mint("funder", 5000)
+        one, two = made.register(hub_ref(1), "ana"), made.register(hub_ref(2), "ben")
+        score_of = {one: 1.0, two: 0.5}
+        made.run_all(score_of)
+        body = {
+            "title": "Sums, three days",
+            "funds": 1000,
+            "rule": "ArithmeticDecrease",
+            "benchmarks": ["sums"],
+            "starts_at": clock.now.isoformat(),
+            "join_deadline": (DAY1 + timedelta(days=1)).isoformat(),
+            "ends_at": (DAY1 + timedelta(days=3)).isoformat(),
+        }
+        answer = made.api.post("/v0/pools", json=body, headers=auth(made.tokens["funder"]))
+        assert answer.status_code == 201, answer.text
+        pool_id = answer.json()["id"]
+        for who, model in (("ana", one), ("ben", two)):
+            joined = made.api.post(
+                f"/v0/pools/{pool_id}/entries",
+                json={"model": model},
+                headers=auth(made.tokens[who]),
+            )
+            assert joined.status_code == 201, joined.text
+        for day in range(3):
+            clock.now = DAY1 + timedelta(days=day, seconds=5)
+            tick(made.ctx)
+            made.run_all(score_of)
+            tick(made.ctx)
+        detail = made.api.get(f"/v0/pools/{pool_id}").json()
+        assert detail["pool"]["phase"] == "running"
+        board = detail["board"]
+        assert [r["entry"]["model_id"] for r in board] == [one, two]
+        assert [r["score"] for r in board] == [1.0, 0.5] and board[0]["n_samples"] == 12
+        assert all(r["ci_low"] <= r["score"] <= r["ci_high"] for r in board)
+        assert [(r["rank"], r["rank_best"] <= r["rank"] <= r["rank_worst"]) for r in board] == [
+            (1, True),
+            (2, True),
+        ]
+        assert [p["amount"] for p in detail["payouts"]] == [667, 333]  # the preview
+        assert len(detail["history"]) == 3 and detail["payout_record"] is None
+
+        clock.now = DAY1 + timedelta(days=3, seconds=5)
+        tick(made.ctx)  # the end: frozen and settled (no dispute window)
+        settled = made.api.get(f"/v0/pools/{pool_id}").json()
+        assert settled["pool"]["phase"] == "settled"
+        assert [p["amount"] for p in settled["payouts"]] == [667, 333]
+        record = settled["payout_record"]
+        assert record is not None and isinstance(record["log_index"], int)
+        assert f"entry {record['log_index']} of the public log" in settled["verify"]
+        assert made.balance("ana") == 667 and made.balance("ben") == 333
+
+        app = create_app(made.ctx.settings, context=made.ctx, run_scheduler=False)
+        with EmbeddedServer(app) as server:
+            shown = CliRunner().invoke(
+                cli_app,
+                ["pool", "show", str(pool_id), "--server", server.url],
+                env={"COLUMNS": "250", "QB_TOKEN": None},
+            )
+        assert shown.exit_code == 0, shown.output
+        out = " ".join(shown.stdout.replace("│", " ").replace("┃", " ").split())
+        for part in ("payouts", "1.000 [", "0.500 [", "667", "333", "66.7%", "settled"):
+            assert part in out, (part, out)
+    finally:
+        made.close()
