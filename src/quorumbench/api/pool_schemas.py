@@ -39,7 +39,7 @@ assert set(get_args(Ties)) == set(TIE_POLICIES)
 assert set(get_args(Kind)) == set(MODEL_KINDS)
 PlainText = Annotated[str, Field(pattern=r"^[^\x00-\x08\x0b-\x1f\x7f]*$")]
 Amount = Annotated[StrictInt, Field(gt=0, le=MAX_FUNDS)]
-ParamValue = StrictInt | StrictFloat
+ParamValue = StrictInt | Annotated[StrictFloat, Field(allow_inf_nan=False)]
 
 POOL_EXAMPLE: dict[str, Any] = {
     "title": "Small models, grade-school math",
