@@ -1369,6 +1369,38 @@ VARIANTS: list[Variant] = [
         )
         for method in ("GET", "POST")
     ),
+    # the pool pages: public reads; the create and join forms need a site session (a
+    # bearer is signed out)
+    Variant("GET", "/pools", "all", PUBLIC, fixed("/pools")),
+    Variant("GET", "/pools/new", "signed out", PUBLIC, fixed("/pools/new")),
+    *(
+        Variant(
+            "GET",
+            "/pools/{pool_id}",
+            f"alice's {label} pool",
+            PUBLIC,
+            lambda facts, caller, label=label: Request(f"/pools/{facts.pools[label]}"),
+        )
+        for label in ("open", "ended")
+    ),
+    Variant(
+        "POST",
+        "/pools/new",
+        "without a session",
+        PUBLIC,
+        lambda facts, caller: Request("/pools/new", None, {"title": "x", "funds": 1}),
+        rule=refused_for_all("not signed in", status=401),
+    ),
+    Variant(
+        "POST",
+        "/pools/{pool_id}/join",
+        "without a session",
+        PUBLIC,
+        lambda facts, caller: Request(
+            f"/pools/{facts.pools['open']}/join", None, {"model": facts.models["A1"]}
+        ),
+        rule=refused_for_all("not signed in", status=401),
+    ),
 ]
 
 KNOWN_BUGS: dict[str, tuple[set[str], str]] = {}
