@@ -10,7 +10,7 @@ moves a day at a time and the scheduler's tick (epochs, then the pool's snapshot
 runs; the board shows both entries with their intervals and the payout preview, and
 the history; at the end the tick settles, and the page shows the paid amounts, the
 public log entry of the payout record and the verify command; ``/account`` shows the
-payout in the ledger. axe-core finds nothing on ``/pools``, ``/pools/new`` (with an
+payout in the ledger. axe-core (light and dark) finds nothing on ``/pools``, ``/pools/new`` (with an
 error too), ``/pools/{id}`` (before and after settlement) and ``/account``.
 Screenshots go to ``tests/artifacts/web/`` (``pool*.png``).
 """
@@ -61,9 +61,19 @@ def sign_in(page, server: str, account: str) -> None:
     page.wait_for_url(re.compile(r"/account$"))
 
 
+class BothSchemes(AxeFindings):
+    """axe in the light scheme, then in the dark one (the page's own CSS switches)."""
+
+    def check(self, page, label: str) -> None:
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            super().check(page, f"{label} [{scheme}]")
+        page.emulate_media(color_scheme="light")
+
+
 def test_create_join_score_settle_and_see_the_payouts(browser, server, world, clock):
     ctx = world.ctx
-    axe = AxeFindings()
+    axe = BothSchemes()
     world.mint("funder", 1500)
     one = world.register(hub_ref(1), "ana")
     two = world.register(hub_ref(2), "ben")
