@@ -91,7 +91,8 @@ def test_a_whole_pool_from_funding_to_verified_payouts(world, clock, tmp_path):
 
     clock.now = DAY1 + timedelta(days=3, seconds=5)
     # the end: snapshot of period 3, standing frozen, settled (no window)
-    assert tick(ctx).pools == 3
+    report = tick(ctx)
+    assert report.pools == 3
     detail = pools.get_pool(ctx, made.id)
     assert detail.pool.status == "settled" and detail.pool.phase == "settled"
     assert [s.period for s in _snapshots(ctx, made.id)] == [0, 1, 2, 3]
