@@ -24,7 +24,7 @@ from quorumbench.errors import (
     PermissionDeniedError,
 )
 from quorumbench.services import ledger, pools, publiclog
-from quorumbench.services.pool_ticks import settle
+from quorumbench.services.pool_ticks import pool_tick, settle
 from quorumbench.services.scheduler import tick
 
 from .conftest import hub_ref
@@ -309,5 +309,31 @@ def test_late_joiners_get_fewer_epochs_on_the_same_items_and_a_revealed_split_is
             "why": "held-out evaluation by runners is not built yet",
         }
         assert world.balance("ana") == world.balance("ben") == 500
+    finally:
+        world.close()
+
+
+def test_two_replicas_ticking_at_once_store_each_snapshot_once(make_ctx, sums_spec, db_url, clock):
+    world = World(make_ctx, sums_spec, db_url)
+    try:
+        world.mint("funder", 100)
+        made = pools.create_pool(world.ctx, world.who("funder"), spec(funds=100))
+        other = make_ctx(db_url, benchmarks=[sums_spec], samples_per_task=4, epoch_seconds=86_400)
+        clock.now = DAY1 + timedelta(days=2)  # periods 0, 1 and 2 due (from 12:00:05)
+        start = threading.Barrier(2)
+        reports = []
+
+        def run(ctx):
+            start.wait()
+            reports.append(pool_tick(ctx))
+
+        threads = [threading.Thread(target=run, args=(c,)) for c in (world.ctx, other)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sum(r.snapshots for r in reports) == 3
+        assert sum(r.joins_closed for r in reports) == 1
+        assert [s.period for s in _snapshots(world.ctx, made.id)] == [0, 1, 2]
     finally:
         world.close()
