@@ -30,9 +30,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from quorumbench.core.allocation import Standing, allocate, parse_rule
@@ -108,42 +108,43 @@ def take_snapshots(ctx: ServerContext, pool: Pool, now: datetime) -> int:
     if not missing:
         return 0
     stored = 0
-    with ctx.db.write() as session:
-        entries = entry_views(session, pool.id)
+    with ctx.db.write_connection() as conn:
+        entries = entry_views(conn, pool.id)
         for period in missing:
             at = _boundary(pool, period)
-            standing = standing_json(board(ctx, session, pool, entries, at))
-            done = session.execute(
+            standing = standing_json(board(ctx, conn, pool, entries, at))
+            made = conn.execute(
                 ctx.db.insert(PoolSnapshot)
                 .values(pool_id=pool.id, period=period, standing=standing, taken_at=at)
                 .on_conflict_do_nothing(index_elements=["pool_id", "period"])
-            )
-            stored += cast("CursorResult[Any]", done).rowcount or 0
+                .returning(PoolSnapshot.id)
+            ).scalar()
+            stored += made is not None
     return stored
 
 
 def _close_joins(ctx: ServerContext, pool_id: int, now: datetime) -> int:
-    with ctx.db.write() as session:
-        done = session.execute(
+    with ctx.db.write_connection() as conn:
+        done = conn.execute(
             update(Pool)
             .where(Pool.id == pool_id, Pool.joins_closed_at.is_(None))
             .values(joins_closed_at=now)
         )
-    return cast("CursorResult[Any]", done).rowcount or 0
+    return done.rowcount or 0
 
 
 def freeze(ctx: ServerContext, pool: Pool, now: datetime) -> int:
     """Freeze the final standing (the pool board now: epochs ending by the pool's end,
     their tasks finalized by now); 1 when this call froze it."""
     window = timedelta(seconds=ctx.settings.pool_dispute_window_s)
-    with ctx.db.write() as session:
-        standing = standing_json(board(ctx, session, pool, entry_views(session, pool.id), now))
-        done = session.execute(
+    with ctx.db.write_connection() as conn:
+        standing = standing_json(board(ctx, conn, pool, entry_views(conn, pool.id), now))
+        done = conn.execute(
             update(Pool)
             .where(Pool.id == pool.id, Pool.ended_at.is_(None), Pool.status == "active")
             .values(ended_at=now, final_standing=standing, settle_after=pool.ends_at + window)
         )
-    frozen = cast("CursorResult[Any]", done).rowcount or 0
+    frozen = done.rowcount or 0
     if frozen:
         event(log, "pool.ended", pool=pool.id, entries=len(standing))
     return frozen

@@ -15,11 +15,16 @@ from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.verify_cmd import verify
 from quorumbench.core.allocation import allocate, parse_rule
 from quorumbench.core.payouts import check_payouts
-from quorumbench.db.models import LogEntry
+from quorumbench.db.models import Epoch, LogEntry, Task
 from quorumbench.db.pool_models import LedgerEntry, PoolPayout, PoolSnapshot
-from quorumbench.errors import ConflictError, InsufficientFundsError
+from quorumbench.errors import (
+    ConflictError,
+    InsufficientFundsError,
+    InvalidSpecError,
+    PermissionDeniedError,
+)
 from quorumbench.services import ledger, pools, publiclog
-from quorumbench.services.pool_ticks import settle
+from quorumbench.services.pool_ticks import pool_tick, settle
 from quorumbench.services.scheduler import tick
 
 from .conftest import hub_ref
@@ -85,7 +90,9 @@ def test_a_whole_pool_from_funding_to_verified_payouts(world, clock, tmp_path):
         pools.join_pool(ctx, world.who("ben"), made.id, hub_ref(1))
 
     clock.now = DAY1 + timedelta(days=3, seconds=5)
-    tick(ctx)  # the end: snapshot of period 3, standing frozen, settled (no window)
+    # the end: snapshot of period 3, standing frozen, settled (no window)
+    report = tick(ctx)
+    assert report.pools == 3
     detail = pools.get_pool(ctx, made.id)
     assert detail.pool.status == "settled" and detail.pool.phase == "settled"
     assert [s.period for s in _snapshots(ctx, made.id)] == [0, 1, 2, 3]
@@ -237,5 +244,96 @@ def test_concurrent_funding_cannot_overspend(make_ctx, sums_spec, db_url):
             t.join(60)
         assert sorted(type(o).__name__ for o in outcomes) == ["InsufficientFundsError", "PoolView"]
         assert len(pools.list_pools(world.ctx)) == 1 and world.balance("funder") == 400
+    finally:
+        world.close()
+
+
+def test_late_joiners_get_fewer_epochs_on_the_same_items_and_a_revealed_split_is_logged(
+    make_ctx, sums_spec, db_url, clock
+):
+    # tiers of 4 and 8 samples: equal models overlap and get 8-sample tasks once they
+    # have 8 samples; the pool counts each epoch's base draw (4) only
+    world = World(make_ctx, sums_spec, db_url, depth_tiers=[8], pool_dispute_window_s=3600)
+    try:
+        ctx = world.ctx
+        world.mint("funder", 1000)
+        one = world.register(hub_ref(31), "ana")
+        two = world.register(hub_ref(32), "ben")
+        scores = {one: 0.5, two: 0.5}
+        world.run_all(scores)
+        held_out = "c" * 64
+        made = pools.create_pool(ctx, world.who("funder"), spec(final_sha256=held_out))
+        pools.join_pool(ctx, world.who("ana"), made.id, str(one))
+        for day in range(3):
+            clock.now = DAY1 + timedelta(days=day, seconds=5)
+            tick(ctx)
+            world.run_all(scores)
+            if day == 0:  # ben joins during the first epoch: it counts from the next one
+                clock.now = DAY1 + timedelta(hours=12)
+                pools.join_pool(ctx, world.who("ben"), made.id, str(two))
+        with ctx.db.read() as session:
+            depths = set(
+                session.scalars(
+                    select(Task.n_samples)
+                    .join(Epoch, Epoch.id == Task.epoch_id)
+                    .where(Epoch.starts_at == DAY1 + timedelta(days=2))
+                )
+            )
+        assert depths == {8}  # deeper tasks that day, yet 4 samples each count
+        board = pools.get_pool(ctx, made.id).board
+        assert {r.entry.model_id: r.standing.n_samples for r in board} == {one: 12, two: 8}
+        assert [r.standing.score for r in board] == [0.5, 0.5]
+        assert [r.rank for r in board] == [1, 1]  # tied: neither is ahead
+        assert [p.amount for p in pools.get_pool(ctx, made.id).payouts] == [500, 500]
+
+        with pytest.raises(ConflictError, match="at the end"):
+            pools.reveal_final(ctx, world.who("funder"), made.id, "https://example.org/final")
+        clock.now = made.ends_at + timedelta(seconds=5)
+        tick(ctx)  # ended, frozen, settlement waits an hour
+        with pytest.raises(PermissionDeniedError):
+            pools.reveal_final(ctx, world.who("ben"), made.id, "https://example.org/final")
+        with pytest.raises(InvalidSpecError):
+            pools.reveal_final(ctx, world.who("funder"), made.id, "http://example.org/final")
+        shown = pools.reveal_final(ctx, world.who("funder"), made.id, "https://example.org/final")
+        assert shown.final_url == "https://example.org/final"
+        with pytest.raises(ConflictError, match="already"):
+            pools.reveal_final(ctx, world.who("funder"), made.id, "https://example.org/other")
+        clock.advance(3600)
+        tick(ctx)
+        record = pools.get_pool(ctx, made.id).payout_record
+        assert record is not None
+        assert record["payout"]["final_split"] == {
+            "sha256": held_out,
+            "url": "https://example.org/final",
+            "used": False,
+            "why": "held-out evaluation by runners is not built yet",
+        }
+        assert world.balance("ana") == world.balance("ben") == 500
+    finally:
+        world.close()
+
+
+def test_two_replicas_ticking_at_once_store_each_snapshot_once(make_ctx, sums_spec, db_url, clock):
+    world = World(make_ctx, sums_spec, db_url)
+    try:
+        world.mint("funder", 100)
+        made = pools.create_pool(world.ctx, world.who("funder"), spec(funds=100))
+        other = make_ctx(db_url, benchmarks=[sums_spec], samples_per_task=4, epoch_seconds=86_400)
+        clock.now = DAY1 + timedelta(days=2)  # periods 0, 1 and 2 due (from 12:00:05)
+        start = threading.Barrier(2)
+        reports = []
+
+        def run(ctx):
+            start.wait()
+            reports.append(pool_tick(ctx))
+
+        threads = [threading.Thread(target=run, args=(c,)) for c in (world.ctx, other)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sum(r.snapshots for r in reports) == 3
+        assert sum(r.joins_closed for r in reports) == 1
+        assert [s.period for s in _snapshots(world.ctx, made.id)] == [0, 1, 2]
     finally:
         world.close()

@@ -188,7 +188,7 @@ def get_pool(pool_id: RowId, ctx: Context) -> PoolDetailOut:
 
 
 @router.post("/{pool_id}/entries", status_code=status.HTTP_201_CREATED, response_model=PoolEntryOut)
-def join(pool_id: RowId, body: JoinIn, ctx: Context, principal: Writer) -> PoolEntryOut:
+def join_pool(pool_id: RowId, body: JoinIn, ctx: Context, principal: Writer) -> PoolEntryOut:
     """Enter a model you own (needs ``model:register``) while joins are open. Someone
     else's model is 403; after the join deadline, or over the entries per account, 409;
     the same weights entered already (under any account) 409 ``duplicate-entry``."""
@@ -197,7 +197,7 @@ def join(pool_id: RowId, body: JoinIn, ctx: Context, principal: Writer) -> PoolE
 
 
 @router.post("/{pool_id}/cancel", response_model=PoolOut)
-def cancel(pool_id: RowId, body: CancelIn, ctx: Context, principal: Writer) -> PoolOut:
+def cancel_pool(pool_id: RowId, body: CancelIn, ctx: Context, principal: Writer) -> PoolOut:
     """Cancel a pool before settlement (admins only): its escrow goes back to the
     funder, and the reason is shown on the pool."""
     if not principal.acts_as_admin:
@@ -206,7 +206,7 @@ def cancel(pool_id: RowId, body: CancelIn, ctx: Context, principal: Writer) -> P
 
 
 @router.post("/{pool_id}/reveal", response_model=PoolOut)
-def reveal(pool_id: RowId, body: RevealIn, ctx: Context, principal: Writer) -> PoolOut:
+def reveal_final_data(pool_id: RowId, body: RevealIn, ctx: Context, principal: Writer) -> PoolOut:
     """The funder reveals the URL of the held-out final dataset once the pool has ended
     (needs ``model:register``); anyone can check its bytes against the SHA-256 published
     at creation. The server stores the URL and fetches nothing."""
