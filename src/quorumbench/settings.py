@@ -28,6 +28,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from quorumbench.ask_settings import AskSettings
 from quorumbench.core.taxonomy import SEED_PILLAR_WEIGHTS, normalised_weights, pillar_problem
 from quorumbench.errors import ConfigError
+from quorumbench.pool_settings import PoolSettings
 from quorumbench.settings_auth import OAUTH_PRESETS as OAUTH_PRESETS
 from quorumbench.settings_auth import OAuthProvider as OAuthProvider
 from quorumbench.settings_auth import OidcIssuer as OidcIssuer
@@ -104,7 +105,7 @@ reasoning: gen-reasoning, coding: humaneval, language: gen-language, safety:
 gen-safety)."""
 
 
-class ServerSettings(AskSettings, BaseSettings):
+class ServerSettings(AskSettings, PoolSettings, BaseSettings):
     """Settings of ``quorumbench serve`` (environment prefix ``QB_``, nested ``__``)."""
 
     model_config = SettingsConfigDict(

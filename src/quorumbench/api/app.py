@@ -29,6 +29,7 @@ from quorumbench.api.routes import (
     leases,
     models,
     oauth,
+    pools,
     runners,
     submissions,
 )
@@ -159,6 +160,7 @@ def create_app(
         runners,
         account,
         asks,
+        pools,
     )
     for router in (module.router for module in routers):
         app.include_router(router)

@@ -153,6 +153,32 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
     "GET /v0/asks/{ask_id}": (E.AuthenticationError, E.NotFoundError),
     "GET /v0/asks/{ask_id}/board": (E.AuthenticationError, E.NotFoundError),
     "GET /v0/plans/{plan_id}": (E.NotFoundError,),
+    "POST /v0/pools": (
+        E.PermissionDeniedError,  # no model:register
+        E.InsufficientFundsError,  # funds above the caller's balance
+        E.UnknownBenchmarkError,  # a benchmark the server does not run
+        E.InvalidSpecError,  # times or parameters the service refuses
+    ),
+    "GET /v0/pools": (E.InvalidSpecError,),  # a phase the service does not know
+    "GET /v0/pools/{pool_id}": (E.NotFoundError,),
+    "POST /v0/pools/{pool_id}/entries": (
+        E.PermissionDeniedError,  # no model:register, or someone else's model
+        E.NotFoundError,  # no such pool or model
+        E.ConflictError,  # joins closed, entries per account used up, not eligible
+        E.DuplicateEntryError,  # the same weights entered already
+    ),
+    "POST /v0/pools/{pool_id}/cancel": (
+        E.PermissionDeniedError,  # not an admin
+        E.NotFoundError,
+        E.InvalidSpecError,  # a reason the service refuses
+        E.ConflictError,  # settled or cancelled already
+    ),
+    "POST /v0/pools/{pool_id}/reveal": (
+        E.PermissionDeniedError,  # not the funder
+        E.NotFoundError,
+        E.ConflictError,  # no final split, revealed already, or not ended yet
+        E.InvalidSpecError,  # not one https URL
+    ),
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""
 
@@ -166,6 +192,12 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
         "GET /v0/models/{model_id}/failures": _MODEL_ID,
         "POST /v0/models/{model_id}/resume": _MODEL_ID,
         "POST /v0/models/{model_id}/retire": _MODEL_ID,
+    },
+    ("POST /v0/pools", "201"): {
+        "GET /v0/pools/{pool_id}": {"pool_id": "$response.body#/id"},
+        "POST /v0/pools/{pool_id}/entries": {"pool_id": "$response.body#/id"},
+        "POST /v0/pools/{pool_id}/cancel": {"pool_id": "$response.body#/id"},
+        "POST /v0/pools/{pool_id}/reveal": {"pool_id": "$response.body#/id"},
     },
     ("POST /v0/tokens", "201"): {"DELETE /v0/tokens/{token_id}": _TOKEN_ID},
     ("POST /v0/asks", "201"): {

@@ -37,6 +37,8 @@ from quorumbench.cli.model_cmd import (
     model_register_command,
     model_retire_command,
 )
+from quorumbench.cli.pool_cmd import install as install_pool_commands
+from quorumbench.cli.pool_cmd import pool_app
 from quorumbench.cli.runner_cmd import runner_app
 from quorumbench.cli.submission_cmd import submission_app
 from quorumbench.errors import QuorumError
@@ -81,6 +83,7 @@ app.add_typer(account_app, name="account")
 app.add_typer(token_app, name="token")
 app.add_typer(log_app, name="log")
 app.add_typer(submission_app, name="submission")
+app.add_typer(pool_app, name="pool")
 
 console = make_console()
 err_console = make_console(stderr=True)
@@ -531,6 +534,7 @@ benchmark_app.command("show")(handle_errors(benchmark_show_command))
 benchmark_app.command("retire")(handle_errors(benchmark_retire_command))
 token_app.command("list")(handle_errors(token_list_command))
 token_app.command("revoke")(handle_errors(token_revoke_command))
+install_pool_commands(handle_errors)
 
 
 def main() -> None:

@@ -4,7 +4,9 @@ It downloads the signing key, the newest tree head and every entry, then checks,
 from the entries alone: each head's Ed25519 signature, each entry's leaf, the root,
 every head it saw on earlier runs (same size, same root; the log never shrinks; the
 served consistency proof holds), a served inclusion proof, each result's runner
-signature and predictions digest, and the leaderboard, recomputed from the DONE
+signature and predictions digest, every settled pool's payout (recomputed from the
+standing, rule and funds its record logs, ``core/payouts.check_payouts``), and the
+leaderboard, recomputed from the DONE
 entries and compared row by row with the server's (the raw score and interval; where
 the benchmark's data is here, also the chance level from the entries' sample ids and
 the chance-corrected score) (a model the server says is retired,
@@ -33,6 +35,7 @@ from rich.progress import Progress
 
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.merkle import ProofError, root, verify_inclusion
+from quorumbench.core.payouts import check_payouts
 from quorumbench.core.pillars import corrected
 from quorumbench.core.publiclog import (
     Problem,
@@ -44,6 +47,7 @@ from quorumbench.core.publiclog import (
     check_result_signatures,
     entry_leaf,
     leaderboard_from_log,
+    task_rows,
 )
 from quorumbench.errors import ConfigError, QuorumError
 
@@ -79,6 +83,8 @@ class Report:
     """Models in the log, off the server's board, that the server says are retired."""
     samples_unchecked: dict[str, int] = field(default_factory=dict)
     """Entries whose sample ids could not be re-derived here, by reason."""
+    payouts_checked: int = 0
+    """Settled pools' payout records whose amounts were recomputed."""
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -187,14 +193,17 @@ def _verify(
                 report.problems.append(problem)
     if entries and len(entries) == head["size"]:
         _check_inclusion(server, entries[-1], head, report)
-    _check_leaderboard(server, entries, report, _ChanceLevels(datasets_dir))
-    _check_samples(server, entries, report, datasets_dir)
-    problems, report.unsigned_results = check_result_signatures(entries, _runner_signature_holds)
+    tasks = [dict(row) for row in task_rows(entries)]  # the log's other records: payouts
+    _check_leaderboard(server, tasks, report, _ChanceLevels(datasets_dir))
+    _check_samples(server, tasks, report, datasets_dir)
+    problems, report.unsigned_results = check_result_signatures(tasks, _runner_signature_holds)
     report.problems += problems
-    problems, report.results_without_predictions = check_result_predictions(entries)
+    problems, report.results_without_predictions = check_result_predictions(tasks)
     report.problems += problems
-    report.problems += check_canaries(entries)
-    n_results = sum(len(row["entry"]["results"]) for row in entries)
+    report.problems += check_canaries(tasks)
+    report.problems += [Problem("payouts", what) for what in check_payouts(entries)]
+    report.payouts_checked = sum(1 for row in entries if "payout" in row["entry"])
+    n_results = sum(len(row["entry"]["results"]) for row in tasks)
     report.signatures_checked = n_results - report.unsigned_results
     report.predictions_checked = n_results - report.results_without_predictions
     if not any(p.where.startswith("log key") for p in report.problems):

@@ -40,6 +40,19 @@ submitted since migration 0010)."""
 PREDICTION_FIELDS = ("sample_predictions", "predictions_sha256")
 
 
+def is_task(row: Mapping[str, Any]) -> bool:
+    """Whether a served log row (``{"index", "leaf_hash", "entry"}``) is a finalized
+    task: the log also holds records that are not, a settled pool's (a top-level
+    ``payout`` key, ``core/payouts.py``), which the task checks skip."""
+    entry = row.get("entry")
+    return isinstance(entry, Mapping) and "payout" not in entry
+
+
+def task_rows(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rows of ``entries`` that are finalized tasks (:func:`is_task`)."""
+    return [row for row in entries if is_task(row)]
+
+
 def entry_leaf(entry: Mapping[str, Any]) -> bytes:
     return leaf_hash(canonical_json(entry))
 
@@ -240,7 +253,7 @@ def check_result_signatures(
     """
     problems: list[Problem] = []
     unsigned = 0
-    for row in entries:
+    for row in task_rows(entries):
         entry = row["entry"]
         task, bench = entry["task"], entry["task"]["benchmark"]
         for result in entry["results"]:
@@ -295,7 +308,7 @@ def check_result_predictions(entries: Sequence[Mapping[str, Any]]) -> tuple[list
     """
     problems: list[Problem] = []
     without = 0
-    for row in entries:
+    for row in task_rows(entries):
         for result in row["entry"]["results"]:
             where = f"entry {row.get('index')}, result {result.get('id')}"
             present = [name for name in PREDICTION_FIELDS if name in result]
@@ -326,7 +339,7 @@ def check_canaries(entries: Sequence[Mapping[str, Any]]) -> list[Problem]:
     checked on scores only.
     """
     problems: list[Problem] = []
-    for row in entries:
+    for row in task_rows(entries):
         entry = row["entry"]
         canary = entry.get("canary")
         if not canary:
@@ -396,7 +409,7 @@ def leaderboard_from_log(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[int
     (running sums, and the row's score and exact interval from ``core.leaderboard``, as
     the server computes them)."""
     sums: dict[tuple[int, str], Accumulator] = {}
-    for row in entries:
+    for row in task_rows(entries):
         entry = row["entry"]
         consensus = entry["consensus"]
         if consensus["status"] != TaskStatus.DONE:

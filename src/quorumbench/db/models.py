@@ -425,12 +425,13 @@ class LeaderboardAggregate(Base):
 
 
 class LogEntry(Base):
-    """One finalized task in the public append-only log (services/publiclog.py)."""
+    """One finalized task in the public append-only log (services/publiclog.py), or a
+    record that is not a task (a settled pool's payout: no ``task_id``)."""
 
     __tablename__ = "log_entries"
 
     leaf_index: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), unique=True)
+    task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id"), unique=True)
     leaf_hash: Mapped[str] = mapped_column(String(64))
     entry: Mapped[dict[str, Any]]
     appended_at: Mapped[datetime]

@@ -1,64 +1,77 @@
-"""Prize pools: create (funds into escrow), join, cancel, the pool board (CONTRACT STUB).
+"""Prize pools: create (funds into escrow), join, cancel, reveal, read.
+
+A funder (any signed-in account whose token may register models: the
+``model:register`` scope, which every default token carries) creates a pool; its
+funds move from the funder's account to the pool's escrow in the transaction that
+inserts the pool, so a pool exists exactly when it is funded. Trainers enter models
+they own until the join deadline; the same weights (by weights hash, else by ref)
+enter a pool once under any account. The scheduler's tick (``services/pool_ticks.py``)
+snapshots the board, closes joins, freezes the final standing and settles; an admin
+may cancel a pool before it settles, which refunds the escrow.
 
 A pool's score for an entry is the mean of its finalized per-sample consensus scores on
 the pool's benchmarks over the pool's epochs (those that start at or after both the
 pool's start and the entry's join, and end by the pool's end), counting per epoch only
 the epoch's base draw (the sample ids every model of that epoch shares), so every entry
 is scored on the same items each epoch; its interval is
-``core/intervals.score_interval`` of that sum and count.
+``core/intervals.score_interval`` of that sum and count (``services/pool_board.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from quorumbench.core.allocation import Payout, Standing
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from quorumbench.core.allocation import Payout, allocate, parse_rule
+from quorumbench.db.models import Account, Model
+from quorumbench.db.models import Benchmark as BenchmarkRow
+from quorumbench.db.pool_models import Pool, PoolEntry, PoolPayout, PoolSnapshot
+from quorumbench.errors import (
+    ConflictError,
+    DuplicateEntryError,
+    InvalidSpecError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnknownBenchmarkError,
+)
+from quorumbench.services import ledger
 from quorumbench.services.accounts import Principal
+from quorumbench.services.ask_cache import _kind as model_kind
 from quorumbench.services.context import ServerContext
+from quorumbench.services.model_metadata import model_size
+from quorumbench.services.pool_board import (
+    PoolEntryView,
+    StandingRow,
+    board,
+    entry_views,
+    rows_from_json,
+)
+from quorumbench.services.pool_spec import PoolSpec, checked
 
+__all__ = [
+    "PHASES",
+    "PoolDetail",
+    "PoolEntryView",
+    "PoolSpec",
+    "PoolView",
+    "StandingRow",
+    "cancel_pool",
+    "create_pool",
+    "get_pool",
+    "join_pool",
+    "list_pools",
+    "reveal_final",
+]
 
-@dataclass(frozen=True)
-class PoolSpec:
-    """What a funder gives to create a pool (validated by :func:`create_pool`)."""
-
-    title: str
-    funds: int
-    rule: str
-    starts_at: datetime
-    ends_at: datetime
-    join_deadline: datetime
-    benchmarks: list[str]
-    description: str = ""
-    rule_params: dict[str, Any] = field(default_factory=dict)
-    ties: str = "exact"
-    max_params: int | None = None
-    kinds: list[str] = field(default_factory=list)
-    entries_per_account: int = 1
-    period_s: int = 86_400
-    final_sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class PoolEntryView:
-    id: int
-    model_id: int
-    model_name: str
-    model_ref: str
-    account_name: str
-    joined_at: datetime
-
-
-@dataclass(frozen=True)
-class StandingRow:
-    """One entry on the pool board, best first."""
-
-    entry: PoolEntryView
-    standing: Standing
-    rank: int
-    best: int
-    worst: int
+SCOPE = "model:register"
+"""What a token needs to fund a pool or enter a model: the scope of registering models
+(every default token has it), so any signed-in account may fund or join."""
+PHASES = ("upcoming", "open", "running", "ended", "settled", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -107,28 +120,375 @@ class PoolDetail:
     """The settled record as logged, with its ``log_index`` (None before settlement)."""
 
 
+# --- views ------------------------------------------------------------------------
+
+
+def phase_of(pool: Pool, now: datetime) -> str:
+    """Where a pool stands (:data:`PHASES`): joins are open from creation until the
+    join deadline, whether or not the pool has started."""
+    if pool.status != "active":
+        return str(pool.status)
+    if pool.ended_at is not None or now >= pool.ends_at:
+        return "ended"
+    if now < pool.starts_at:
+        return "upcoming"
+    if pool.joins_closed_at is None and now < pool.join_deadline:
+        return "open"
+    return "running"
+
+
+def joins_open(pool: Pool, now: datetime) -> bool:
+    return pool.status == "active" and pool.joins_closed_at is None and now < pool.join_deadline
+
+
+def _view(pool: Pool, funder: str, n_entries: int, now: datetime) -> PoolView:
+    return PoolView(
+        id=pool.id,
+        title=pool.title,
+        description=pool.description,
+        funder_name=funder,
+        benchmarks=list(pool.benchmarks),
+        funds=pool.funds,
+        rule=pool.rule,
+        rule_params=dict(pool.rule_params),
+        ties=pool.ties,
+        starts_at=pool.starts_at,
+        ends_at=pool.ends_at,
+        join_deadline=pool.join_deadline,
+        max_params=pool.eligibility.get("max_params"),
+        kinds=list(pool.eligibility.get("kinds", [])),
+        entries_per_account=pool.entries_per_account,
+        period_s=pool.period_s,
+        final_sha256=pool.final_sha256,
+        final_url=pool.final_url,
+        status=pool.status,
+        phase=phase_of(pool, now),
+        created_at=pool.created_at,
+        settled_at=pool.settled_at,
+        cancelled_at=pool.cancelled_at,
+        cancel_reason=pool.cancel_reason,
+        n_entries=n_entries,
+    )
+
+
+def _pool_view(session: Session, pool: Pool, now: datetime) -> PoolView:
+    funder = session.scalar(select(Account.name).where(Account.id == pool.funder_id)) or ""
+    n = session.scalar(select(func.count()).where(PoolEntry.pool_id == pool.id)) or 0
+    return _view(pool, funder, int(n), now)
+
+
+def _get(session: Session, pool_id: int, *, lock: bool = False) -> Pool:
+    pool = session.get(Pool, pool_id, with_for_update=lock and _is_pg(session))
+    if pool is None:
+        raise NotFoundError(f"no pool {pool_id}")
+    return pool
+
+
+def _is_pg(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+# --- creating ---------------------------------------------------------------------
+
+
 def create_pool(ctx: ServerContext, principal: Principal, spec: PoolSpec) -> PoolView:
-    raise NotImplementedError
+    """Create a pool and move its funds from the funder's account into its escrow, in one
+    transaction: refused (InvalidSpecError, UnknownBenchmarkError,
+    InsufficientFundsError) with nothing written."""
+    principal.require(SCOPE)
+    now = ctx.now()
+    title, description, rule, names, kinds = checked(spec, now)
+    with ctx.db.write() as session:
+        active = set(
+            session.scalars(
+                select(BenchmarkRow.name).where(BenchmarkRow.name.in_(names), BenchmarkRow.active)
+            )
+        )
+        missing = [n for n in names if n not in active]
+        if missing:
+            raise UnknownBenchmarkError(
+                f"no active benchmark {', '.join(map(repr, missing))} on this server "
+                "(GET /v0/benchmarks lists them; POST /v0/benchmarks creates one)"
+            )
+        pool = Pool(
+            funder_id=principal.account_id,
+            title=title,
+            description=description,
+            benchmarks=names,
+            funds=spec.funds,
+            rule=rule.name,
+            rule_params=rule.as_dict(),
+            ties=spec.ties,
+            starts_at=spec.starts_at,
+            ends_at=spec.ends_at,
+            join_deadline=spec.join_deadline,
+            eligibility={"max_params": spec.max_params, "kinds": kinds},
+            entries_per_account=spec.entries_per_account,
+            period_s=spec.period_s,
+            final_sha256=spec.final_sha256,
+            status="active",
+            created_at=now,
+        )
+        session.add(pool)
+        session.flush()
+        try:
+            ledger.transfer(
+                session.connection(),
+                source=ledger.account_holder(principal.account_id),
+                target=ledger.pool_holder(pool.id),
+                amount=spec.funds,
+                reason="fund",
+                now=now,
+                pool_id=pool.id,
+                memo=f"funds of pool {pool.id}",
+                by=principal.account_id,
+            )
+        except ValueError as exc:  # an amount the ledger refuses (too large)
+            raise InvalidSpecError(f"funds: {exc}") from exc
+        return _view(pool, principal.name, 0, now)
+
+
+# --- reading ----------------------------------------------------------------------
 
 
 def list_pools(ctx: ServerContext, *, phase: str | None = None) -> list[PoolView]:
-    raise NotImplementedError
+    """Every pool (newest first), or those in ``phase``."""
+    if phase is not None and phase not in PHASES:
+        raise InvalidSpecError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}")
+    now = ctx.now()
+    with ctx.db.read() as session:
+        counts = dict(
+            session.execute(
+                select(PoolEntry.pool_id, func.count()).group_by(PoolEntry.pool_id)
+            ).all()
+        )
+        rows = session.execute(
+            select(Pool, Account.name)
+            .join(Account, Account.id == Pool.funder_id)
+            .order_by(Pool.id.desc())
+        ).all()
+    views = [_view(pool, name, int(counts.get(pool.id, 0)), now) for pool, name in rows]
+    return [v for v in views if phase is None or v.phase == phase]
+
+
+def preview(pool: Pool, rows: list[StandingRow]) -> list[Payout]:
+    """What the rule would pay for ``rows`` now (nothing for a cancelled pool)."""
+    if pool.status == "cancelled" or not rows:
+        return []
+    return allocate(
+        pool.funds,
+        [r.standing for r in rows],
+        parse_rule(pool.rule, pool.rule_params),
+        pool.ties,
+    )
+
+
+def _paid(record: dict[str, Any]) -> list[Payout]:
+    return [
+        Payout(a["entry"], a["place"], a["group"], a["amount"]) for a in record["payout"]["amounts"]
+    ]
 
 
 def get_pool(ctx: ServerContext, pool_id: int) -> PoolDetail:
-    raise NotImplementedError
+    """A pool with its entries, its board (the frozen final standing once ended), the
+    payouts (a preview before settlement), its snapshots and its payout record."""
+    now = ctx.now()
+    with ctx.db.read() as session:
+        pool = _get(session, pool_id)
+        view = _pool_view(session, pool, now)
+        entries = entry_views(session, pool.id)
+        if pool.final_standing is not None:
+            rows = rows_from_json(pool.final_standing, entries)
+        else:
+            rows = board(ctx, session, pool, entries, now)
+        snapshots = session.scalars(
+            select(PoolSnapshot)
+            .where(PoolSnapshot.pool_id == pool.id)
+            .order_by(PoolSnapshot.period)
+        ).all()
+        paid = session.get(PoolPayout, pool.id)
+    history = [
+        {"period": s.period, "taken_at": s.taken_at, "standing": s.standing} for s in snapshots
+    ]
+    record = None if paid is None else {**paid.record, "log_index": paid.log_index}
+    payouts = _paid(paid.record) if paid is not None else preview(pool, rows)
+    return PoolDetail(view, entries, rows, payouts, history, record)
+
+
+# --- joining ----------------------------------------------------------------------
+
+
+def _find_model(session: Session, principal: Principal, model: str) -> Model:
+    """The model ``model`` names: its id, its ref, or the name of one of the caller's."""
+    text = model.strip()
+    found = session.get(Model, int(text)) if text.isdigit() else None
+    if found is None:
+        found = session.scalars(select(Model).where(Model.ref == text)).first()
+    if found is None:
+        named = session.scalars(
+            select(Model)
+            .where(Model.name == text, Model.owner_id == principal.account_id)
+            .order_by(Model.id)
+        ).all()
+        if len(named) > 1:
+            raise ConflictError(
+                f"you have {len(named)} models named {text!r}: give its id or ref instead"
+            )
+        found = named[0] if named else None
+    if found is None:
+        raise NotFoundError(f"no model {text!r}")
+    return found
+
+
+def _check_eligible(pool: Pool, model: Model) -> None:
+    kinds = pool.eligibility.get("kinds") or []
+    kind = model_kind(model.ref, model.details)
+    if kinds and kind not in kinds:
+        raise ConflictError(
+            f"model {model.ref} is of kind {kind!r}; this pool takes {', '.join(kinds)}"
+        )
+    limit = pool.eligibility.get("max_params")
+    if limit is not None:
+        size = model_size(model.params, model.details).effective_params
+        if size is None:
+            raise ConflictError(
+                f"model {model.ref} has no known parameter count; this pool takes models of "
+                f"at most {limit:,} parameters"
+            )
+        if size > limit:
+            raise ConflictError(
+                f"model {model.ref} has {size:,} parameters; this pool takes at most {limit:,}"
+            )
+
+
+def weights_key(model: Model) -> str:
+    """What makes two entries the same weights: their hash, else their ref."""
+    if model.weights_sha256:
+        return f"sha256:{model.weights_sha256}"
+    return f"ref:{model.ref}"
 
 
 def join_pool(ctx: ServerContext, principal: Principal, pool_id: int, model: str) -> PoolEntryView:
     """Enter a model (its id, name or ref) the principal owns."""
-    raise NotImplementedError
+    principal.require(SCOPE)
+    now = ctx.now()
+    try:
+        with ctx.db.write() as session:
+            pool = _get(session, pool_id, lock=True)  # entries per account: one at a time
+            if pool.status != "active":
+                raise ConflictError(f"pool {pool_id} is {pool.status}: it takes no entries")
+            if not joins_open(pool, now):
+                raise ConflictError(
+                    f"entries to pool {pool_id} closed at its join deadline "
+                    f"({pool.join_deadline.isoformat()})"
+                )
+            found = _find_model(session, principal, model)
+            if found.owner_id != principal.account_id:
+                raise PermissionDeniedError(
+                    f"model {found.ref} is not yours: only its owner may enter it"
+                )
+            if found.retired_at is not None:
+                raise ConflictError(f"model {found.ref} is retired")
+            _check_eligible(pool, found)
+            key = weights_key(found)
+            same = session.scalars(
+                select(PoolEntry.id).where(
+                    PoolEntry.pool_id == pool.id,
+                    (PoolEntry.model_id == found.id) | (PoolEntry.weights_key == key),
+                )
+            ).first()
+            if same is not None:
+                raise DuplicateEntryError(
+                    f"model {found.ref} (or the same weights) is in pool {pool_id} already"
+                )
+            mine = session.scalar(
+                select(func.count()).where(
+                    PoolEntry.pool_id == pool.id, PoolEntry.account_id == principal.account_id
+                )
+            )
+            if (mine or 0) >= pool.entries_per_account:
+                raise ConflictError(
+                    f"pool {pool_id} takes {pool.entries_per_account} entr"
+                    f"{'y' if pool.entries_per_account == 1 else 'ies'} per account; "
+                    f"yours has {mine}"
+                )
+            entry = PoolEntry(
+                pool_id=pool.id,
+                model_id=found.id,
+                account_id=principal.account_id,
+                weights_key=key,
+                joined_at=now,
+            )
+            session.add(entry)
+            session.flush()
+            return PoolEntryView(entry.id, found.id, found.name, found.ref, principal.name, now)
+    except IntegrityError as exc:  # a concurrent entry of the same weights won
+        raise DuplicateEntryError(
+            f"model {model!r} (or the same weights) is in pool {pool_id} already"
+        ) from exc
+
+
+# --- cancelling and revealing -----------------------------------------------------
 
 
 def cancel_pool(ctx: ServerContext, principal: Principal, pool_id: int, reason: str) -> PoolView:
     """An admin cancels a pool before settlement: the escrow goes back to the funder."""
-    raise NotImplementedError
+    if not principal.acts_as_admin:
+        raise PermissionDeniedError("only an admin (with the admin scope) may cancel a pool")
+    why = reason.strip() if isinstance(reason, str) else ""
+    if not 1 <= len(why) <= 500:
+        raise InvalidSpecError("a cancellation gives its reason (1 to 500 characters)")
+    now = ctx.now()
+    with ctx.db.write() as session:
+        pool = _get(session, pool_id, lock=True)
+        if pool.status != "active":
+            raise ConflictError(f"pool {pool_id} is {pool.status} already: nothing to cancel")
+        ledger.transfer(
+            session.connection(),
+            source=ledger.pool_holder(pool.id),
+            target=ledger.account_holder(pool.funder_id),
+            amount=pool.funds,
+            reason="refund",
+            now=now,
+            pool_id=pool.id,
+            memo=f"pool {pool.id} cancelled: {why}"[:500],
+            by=principal.account_id,
+        )
+        pool.status = "cancelled"
+        pool.cancelled_at = now
+        pool.cancel_reason = why
+        session.flush()
+        return _pool_view(session, pool, now)
 
 
 def reveal_final(ctx: ServerContext, principal: Principal, pool_id: int, url: str) -> PoolView:
-    """The funder reveals the held-out final dataset's URL (its SHA-256 must match)."""
-    raise NotImplementedError
+    """The funder reveals the held-out final dataset's URL once the pool has ended.
+
+    The server stores the URL next to the SHA-256 published at creation; it fetches
+    nothing (scoring the held-out split by the runners is not built yet: the final
+    standing is the pool board at the end, and the payout record says so)."""
+    principal.require(SCOPE)
+    text = url.strip() if isinstance(url, str) else ""
+    if not text.startswith("https://") or len(text) > 2000 or any(c.isspace() for c in text):
+        raise InvalidSpecError(
+            "the held-out data's URL is one https:// URL (2,000 characters at most)"
+        )
+    now = ctx.now()
+    with ctx.db.write() as session:
+        pool = _get(session, pool_id, lock=True)
+        if pool.funder_id != principal.account_id:
+            raise PermissionDeniedError("only the pool's funder reveals its held-out data")
+        if pool.final_sha256 is None:
+            raise ConflictError(f"pool {pool_id} committed to no held-out final split")
+        if pool.status == "cancelled":
+            raise ConflictError(f"pool {pool_id} is cancelled")
+        if pool.final_url is not None:
+            raise ConflictError(f"pool {pool_id}'s held-out data was revealed already")
+        if now < pool.ends_at:
+            raise ConflictError(
+                f"the held-out data is revealed at the end ({pool.ends_at.isoformat()}), "
+                "not before: nobody may train on it"
+            )
+        pool.final_url = text
+        session.flush()
+        return _pool_view(session, pool, now)

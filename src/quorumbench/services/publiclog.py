@@ -235,9 +235,10 @@ def public_canary(canary: dict[str, Any]) -> dict[str, Any]:
 
 
 def append(
-    ctx: ServerContext, conn: Connection, task_id: int, entry: dict[str, Any], now: datetime
+    ctx: ServerContext, conn: Connection, task_id: int | None, entry: dict[str, Any], now: datetime
 ) -> int:
-    """Append ``entry`` and sign the new tree head, in the caller's transaction."""
+    """Append ``entry`` and sign the new tree head, in the caller's transaction; its leaf
+    index. ``task_id`` is None for a record that is not a task (a pool's payout)."""
     state = ctx.db.locked_row(conn, LogState, {"id": 1}, _EMPTY_STATE)
     signer = signer_for(ctx)
     if state.key_id is not None and state.key_id != signer.key_id:

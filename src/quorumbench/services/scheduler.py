@@ -41,6 +41,7 @@ from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.canaries import publish_overdue_canaries
 from quorumbench.services.context import ServerContext
+from quorumbench.services.pool_ticks import pool_tick
 
 log = logging.getLogger("quorumbench.scheduler")
 
@@ -204,6 +205,9 @@ class TickReport:
     expired: int
     published: int = 0
     """Settled tasks published after their canary window passed."""
+    pools: int = 0
+    """Prize pool steps taken: snapshots stored, joins closed, pools ended and settled
+    (``services/pool_ticks.py``)."""
 
 
 SCHEDULED = (Model.active, Model.paused_at.is_(None), Model.retired_at.is_(None))
@@ -360,8 +364,8 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
 
 
 def tick(ctx: ServerContext) -> TickReport:
-    """One scheduler pass: the current epoch, its missing tasks, expired leases, and
-    settled canaries nobody took."""
+    """One scheduler pass: the current epoch, its missing tasks, expired leases, settled
+    canaries nobody took, and the prize pools' lifecycle."""
     now = ctx.now()
     epoch = ensure_epoch(ctx, now)
     created = 0
@@ -371,7 +375,8 @@ def tick(ctx: ServerContext) -> TickReport:
         ctx.fruitless_plan = None if created else found  # nothing fit: wait for a change
     expired = ctx.queue.expire(now)
     published = publish_overdue_canaries(ctx, now)
-    return TickReport(epoch.id, created, expired, published)
+    pools = pool_tick(ctx).changes
+    return TickReport(epoch.id, created, expired, published, pools)
 
 
 def revealed_seed(epoch: Epoch, now: datetime) -> str | None:

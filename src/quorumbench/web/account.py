@@ -1,7 +1,8 @@
 """The signed-in account's pages: ``/account`` and its API-token forms.
 
-``/account`` shows the account's quota, models, runners (with their keys) and API
-tokens (``services/views/account.py``); signed out, it shows the ways to sign in.
+``/account`` shows the account's quota, credits (balance and newest ledger lines,
+``services/ledger.py``), models, runners (with their keys) and API tokens
+(``services/views/account.py``); signed out, it shows the ways to sign in.
 Creating a token is a POST form with the session's CSRF token and a one-time nonce
 (``services/web_sessions.py``): it answers with a redirect (303) to
 ``/account/tokens/created?form=<nonce>``, which shows the new token once; the same
@@ -16,10 +17,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from quorumbench.services import web_sessions
+from quorumbench.services import ledger, web_sessions
 from quorumbench.services.accounts import revoke_own_token
 from quorumbench.services.ratelimit import count_write
 from quorumbench.services.views.account import account_view
+from quorumbench.web.pool_view import fmt_credits
 from quorumbench.web.routes import html_page, page_html
 from quorumbench.web.session import (
     PostedForm,
@@ -39,6 +41,8 @@ SCOPE_TEXT = {
     "admin": "everything, as an admin",
 }
 """What each scope lets a token do, beside its checkbox (one for each of ``SCOPES``)."""
+LEDGER_LINES = 50
+"""The newest ledger lines the credits section shows."""
 
 
 @router.get("/account")
@@ -56,6 +60,7 @@ def account_page(
         return signin_response(request, "account_signin.html", active="account")
     ctx = context(request)
     view = account_view(ctx, found.session.principal)
+    holder = ledger.account_holder(view.account_id)
     done = {"registered": registered, "already": already, "retired": retired}
     notice, notice_id = next(((k, v) for k, v in done.items() if v), (None, None))
     html = page_html(
@@ -69,6 +74,10 @@ def account_page(
         revoked=next((t for t in view.tokens if t.id == revoked and t.revoked_at), None),
         notice=notice,
         notice_model=next((m for m in view.models if m.model.id == notice_id), None),
+        balance=ledger.balance(ctx, holder),
+        ledger_lines=ledger.statement(ctx, holder, limit=LEDGER_LINES),
+        ledger_lines_max=LEDGER_LINES,
+        credits=fmt_credits,
         active="account",
     )
     return html_page(html, headers=PRIVATE)

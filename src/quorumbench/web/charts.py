@@ -32,9 +32,15 @@ def interval_bar(score: float, low: float, high: float, *, width: int = BAR_WIDT
 
 
 def history_chart(
-    series: Mapping[str, Sequence[tuple[int, float]]], *, width: int = 640, height: int = 220
+    series: Mapping[str, Sequence[tuple[int, float]]],
+    *,
+    width: int = 640,
+    height: int = 220,
+    unit: str = "epoch",
+    lines: str = "benchmark(s)",
 ) -> Markup:
-    """Scores per epoch, one line per benchmark, with a legend; empty when no points."""
+    """Scores per epoch (or ``unit``), one line per benchmark (or what ``lines`` names),
+    with a legend; empty when no points."""
     points = [p for values in series.values() for p in values]
     if not points:
         return Markup("")
@@ -51,7 +57,7 @@ def history_chart(
 
     parts = [
         f'<svg class="history" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="Score per epoch for {len(series)} benchmark(s)">'
+        f'aria-label="Score per {escape(unit)} for {len(series)} {escape(lines)}">'
     ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         y = top + (1 - tick) * plot_h
@@ -60,9 +66,9 @@ def history_chart(
             f'<text class="axis" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>'
         )
     parts.append(
-        f'<text class="axis" x="{left}" y="{height - 8}">epoch {lo}</text>'
+        f'<text class="axis" x="{left}" y="{height - 8}">{escape(unit)} {lo}</text>'
         f'<text class="axis" x="{width - right}" y="{height - 8}" text-anchor="end">'
-        f"epoch {hi}</text>"
+        f"{escape(unit)} {hi}</text>"
     )
     for i, (name, values) in enumerate(sorted(series.items())):
         cls = f"series-{i % SERIES}"
@@ -73,7 +79,7 @@ def history_chart(
         for e, s in values:
             cx, cy = xy(e, s).split(",")
             parts.append(
-                f'<circle cx="{cx}" cy="{cy}" r="3"><title>{escape(name)}, epoch {e}: '
+                f'<circle cx="{cx}" cy="{cy}" r="3"><title>{escape(name)}, {escape(unit)} {e}: '
                 f"{s:.3f}</title></circle>"
             )
         parts.append("</g>")

@@ -4,7 +4,8 @@ tell a page for people from the JSON API.
 ``routes`` serves the leaderboard and the public pages, ``signin`` signing in and
 out, ``account`` the signed-in account's page and its forms, ``submit`` the
 submission form and retiring a model, ``ask`` asking in plain language (``/ask``,
-``/asks/{id}``).
+``/asks/{id}``), ``pools`` the prize pools (``/pools``, ``/pools/{id}``, the create
+and join forms).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from quorumbench.web import account, ask, routes, signin, submit
+from quorumbench.web import account, ask, pools, routes, signin, submit
 
 ROUTERS: tuple[APIRouter, ...] = (
     routes.router,
@@ -22,6 +23,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     account.router,
     submit.router,
     ask.router,
+    pools.router,
 )
 
 

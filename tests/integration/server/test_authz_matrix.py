@@ -43,7 +43,8 @@ from pydantic import SecretStr
 
 from quorumbench.api.app import create_app
 from quorumbench.core.canonical import sha256_hex
-from quorumbench.services import asks
+from quorumbench.db.pool_models import Pool
+from quorumbench.services import asks, ledger, pools
 from quorumbench.services import models as registry
 from quorumbench.services.accounts import (
     DEFAULT_SCOPES,
@@ -53,6 +54,7 @@ from quorumbench.services.accounts import (
     revoke_token,
 )
 from quorumbench.services.context import ServerContext, forget_identities
+from quorumbench.services.pools import PoolSpec
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import OAuthProvider, ServerSettings
@@ -177,6 +179,9 @@ class Facts:
     """A cache-only ask (no endpoints): anyone with its id may read it."""
     plan: str = ""
     """Its public plan's id."""
+    pools: dict[str, int] = field(default_factory=dict)
+    """alice's pools: ``open`` (joins open), ``ended`` (a held-out split, ended)."""
+    pool_times: dict[str, str] = field(default_factory=dict)
 
     def alice_key_id(self) -> str:
         return sha256_hex(bytes(self.keys[OWNER].verify_key))
@@ -244,6 +249,7 @@ def _build_world(client: TestClient, ctx: ServerContext, facts: Facts) -> None:
     assert schedule_epoch(ctx, ensure_epoch(ctx, ctx.now())) == TASKS
     asked = asks.create(ctx, owner_id=None, plan={"budget": 10})
     facts.ask, facts.plan = asked.id, asked.plan_id
+    _build_pools(ctx, facts)
     # carol's first model is finalized by three other accounts: the log gets an entry
     for who in (OWNER, "bob", "dave"):
         submit(who, pull(who, "C1"), 0.5)
@@ -288,6 +294,39 @@ def _build_world(client: TestClient, ctx: ServerContext, facts: Facts) -> None:
     facts.refresh_token = spare.json()["refresh_token"]
 
 
+def _build_pools(ctx: ServerContext, facts: Facts) -> None:
+    """Credits for alice and bob; two pools of alice's: one open for joins, one ended
+    (its times moved into the past) that committed to a held-out final split."""
+    now = ctx.now()
+    for who in (OWNER, "bob"):
+        ledger.mint(
+            ctx, admin_id=facts.accounts["admin"], account_name=who, amount=10**6, memo="matrix"
+        )
+    alice = Principal(facts.accounts[OWNER], OWNER, False, frozenset(DEFAULT_SCOPES))
+    facts.pool_times = {
+        "join_deadline": (now + timedelta(days=7)).isoformat(),
+        "ends_at": (now + timedelta(days=14)).isoformat(),
+    }
+    for label, sha in (("open", None), ("ended", "e" * 64)):
+        spec = PoolSpec(
+            title=f"alice's {label} pool",
+            funds=1000,
+            rule="WinnerTakesAll",
+            starts_at=now,
+            ends_at=now + timedelta(days=14),
+            join_deadline=now + timedelta(days=7),
+            benchmarks=["arith"],
+            final_sha256=sha,
+        )
+        facts.pools[label] = pools.create_pool(ctx, alice, spec).id
+    with ctx.db.write() as session:
+        ended = session.get(Pool, facts.pools["ended"])
+        assert ended is not None
+        ended.starts_at = now - timedelta(days=3)
+        ended.join_deadline = now - timedelta(days=2)
+        ended.ends_at = now - timedelta(days=1)
+
+
 # --- snapshots of the database -----------------------------------------------------
 
 Snapshot = dict[str, tuple[tuple[str, ...], frozenset[tuple[Any, ...]]]]
@@ -298,6 +337,8 @@ ALICE_ROWS = {  # table -> the column that says a row is alice's
     "federated_identities": "account_id",
     "leases": "account_id",
     "models": "owner_id",
+    "pools": "funder_id",
+    "pool_entries": "account_id",
     "results": "account_id",
     "runners": "account_id",
     "runner_keys": "runner_id",  # alice's runner
@@ -327,6 +368,7 @@ def alice_rows(shot: Snapshot, facts: Facts) -> Snapshot:
         "id": facts.accounts[OWNER],
         "account_id": facts.accounts[OWNER],
         "owner_id": facts.accounts[OWNER],
+        "funder_id": facts.accounts[OWNER],
     }
     mine: Snapshot = {}
     for table, column in ALICE_ROWS.items():
@@ -437,6 +479,37 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
 
 
 # --- the endpoints ----------------------------------------------------------------
+
+
+def new_pool(facts: Facts, caller: Caller) -> Request:
+    body = {
+        "title": "a matrix pool",
+        "funds": 500,
+        "rule": "TopKEqual",
+        "benchmarks": ["arith"],
+        **facts.pool_times,
+    }
+    return Request("/v0/pools", None, body)
+
+
+def funded_only(caller: Caller) -> tuple[bool, Expect] | None:
+    """A pool from a credential with ``model:register`` whose account holds the funds
+    (alice and bob were minted credits; the admin account holds none: 409)."""
+    if caller.account is None or not caller.holds("model:register"):
+        return None  # 401, or 403 naming model:register
+    if caller.account in (OWNER, "bob"):
+        return True, Expect(frozenset({201}))
+    return False, Expect(frozenset({409}), ("less than",))
+
+
+def funder_only(caller: Caller) -> tuple[bool, Expect] | None:
+    """alice (the funder, ``model:register``) reveals her ended pool's final data;
+    anyone else (an admin too) 403."""
+    if caller.account is None or not caller.holds("model:register"):
+        return None
+    if caller.account == OWNER:
+        return True, Expect(frozenset({200}))
+    return False, Expect(frozenset({403}), ("funder",))
 
 
 @dataclass(frozen=True)
@@ -1015,6 +1088,51 @@ VARIANTS: list[Variant] = [
         PUBLIC,
         lambda facts, caller: Request(f"/v0/plans/{facts.plan}"),
     ),
+    # prize pools: public reads; creating and joining need model:register (and credits,
+    # and one's own model); cancelling is an admin's, revealing the funder's
+    Variant("GET", "/v0/pools", "all", PUBLIC, fixed("/v0/pools")),
+    Variant("GET", "/v0/pools", "open ones", PUBLIC, fixed("/v0/pools", phase="open")),
+    Variant(
+        "GET",
+        "/v0/pools/{pool_id}",
+        "alice's",
+        PUBLIC,
+        lambda facts, caller: Request(f"/v0/pools/{facts.pools['open']}"),
+    ),
+    Variant("POST", "/v0/pools", "funds from the caller", REGISTER, new_pool, rule=funded_only),
+    Variant(
+        "POST",
+        "/v0/pools/{pool_id}/entries",
+        "alice's model",
+        REGISTER,
+        lambda facts, caller: Request(
+            f"/v0/pools/{facts.pools['open']}/entries", None, {"model": facts.models["A1"]}
+        ),
+        owned=True,
+        ok=frozenset({201}),
+        cross=frozenset({403}),  # only its owner enters a model, an admin neither
+    ),
+    Variant(
+        "POST",
+        "/v0/pools/{pool_id}/cancel",
+        "alice's",
+        ANY,
+        lambda facts, caller: Request(
+            f"/v0/pools/{facts.pools['open']}/cancel", None, {"reason": "matrix"}
+        ),
+        rule=admin_only,
+        moderated=True,
+    ),
+    Variant(
+        "POST",
+        "/v0/pools/{pool_id}/reveal",
+        "alice's ended pool",
+        REGISTER,
+        lambda facts, caller: Request(
+            f"/v0/pools/{facts.pools['ended']}/reveal", None, {"url": "https://example.org/f"}
+        ),
+        rule=funder_only,
+    ),
     Variant("GET", "/v0/epochs/current", "current", PUBLIC, fixed("/v0/epochs/current")),
     Variant(
         "GET",
@@ -1250,6 +1368,38 @@ VARIANTS: list[Variant] = [
             rule=refused_for_all("not signed in", status=401),
         )
         for method in ("GET", "POST")
+    ),
+    # the pool pages: public reads; the create and join forms need a site session (a
+    # bearer is signed out)
+    Variant("GET", "/pools", "all", PUBLIC, fixed("/pools")),
+    Variant("GET", "/pools/new", "signed out", PUBLIC, fixed("/pools/new")),
+    *(
+        Variant(
+            "GET",
+            "/pools/{pool_id}",
+            f"alice's {label} pool",
+            PUBLIC,
+            lambda facts, caller, label=label: Request(f"/pools/{facts.pools[label]}"),
+        )
+        for label in ("open", "ended")
+    ),
+    Variant(
+        "POST",
+        "/pools/new",
+        "without a session",
+        PUBLIC,
+        lambda facts, caller: Request("/pools/new", None, {"title": "x", "funds": 1}),
+        rule=refused_for_all("not signed in", status=401),
+    ),
+    Variant(
+        "POST",
+        "/pools/{pool_id}/join",
+        "without a session",
+        PUBLIC,
+        lambda facts, caller: Request(
+            f"/pools/{facts.pools['open']}/join", None, {"model": facts.models["A1"]}
+        ),
+        rule=refused_for_all("not signed in", status=401),
     ),
 ]
 

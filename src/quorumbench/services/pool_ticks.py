@@ -1,0 +1,258 @@
+"""A pool's lifecycle, driven by the scheduler's tick (``services/scheduler.py``).
+
+Each tick, for every active pool (idempotent, and safe on several replicas at once):
+
+* **Snapshots**: the board at each period boundary passed (``starts_at + p ×
+  period_s`` for p = 0, 1, … up to the end), counting the tasks finalized by that
+  boundary, so a late tick stores the same board an early one would have. One row per
+  (pool, period): ``INSERT … ON CONFLICT DO NOTHING``, so a second replica's insert
+  is a no-op.
+* **Joins close** at the join deadline (``joins_closed_at``; joining checks the
+  deadline itself, this records when).
+* **The end** freezes the final standing (``final_standing``, ``ended_at``) and sets
+  ``settle_after`` = end + ``QB_POOL_DISPUTE_WINDOW_S``; a conditional update (``WHERE
+  ended_at IS NULL``) lets one replica freeze it. A pool that committed to a held-out
+  final split still ends on its pool board: scoring the held-out data by the runners
+  is not built yet, and its payout record says so (``final_split.used`` false).
+* **Settlement**, once ``settle_after`` has passed, in ONE transaction: the pool's row
+  locked (``FOR UPDATE`` on PostgreSQL; a SQLite write transaction holds the whole
+  database), its status checked again (``active``), the allocation
+  (``core/allocation.allocate`` of the frozen standing), a ledger transfer from the
+  escrow for each amount above zero (``payout``), or the whole escrow back to the
+  funder when the rule pays nobody (``refund``), the ``pool_payouts`` row (its primary
+  key is the pool: written once), the payout record appended to the public log
+  (``core/payouts.payout_record``) and the status ``settled``. Two replicas settling
+  at once pay once: the second finds the pool settled and does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from quorumbench.core.allocation import Standing, allocate, parse_rule
+from quorumbench.core.payouts import payout_record
+from quorumbench.db.pool_models import Pool, PoolEntry, PoolPayout, PoolSnapshot
+from quorumbench.errors import QuorumError
+from quorumbench.logs import event
+from quorumbench.services import ledger, publiclog
+from quorumbench.services.context import ServerContext
+from quorumbench.services.pool_board import board, entry_views, standing_json
+
+log = logging.getLogger("quorumbench.pools")
+
+HELD_OUT_NOT_BUILT = "held-out evaluation by runners is not built yet"
+
+
+@dataclass(frozen=True)
+class PoolTickReport:
+    snapshots: int = 0
+    joins_closed: int = 0
+    ended: int = 0
+    settled: int = 0
+
+    @property
+    def changes(self) -> int:
+        return self.snapshots + self.joins_closed + self.ended + self.settled
+
+
+def pool_tick(ctx: ServerContext) -> PoolTickReport:
+    """One pass over the active pools (module docstring). A pool whose step fails is
+    logged and left for the next tick; the others go on."""
+    now = ctx.now()
+    with ctx.db.read() as session:
+        pools = list(
+            session.scalars(
+                select(Pool).where(Pool.status == "active", Pool.starts_at <= now).order_by(Pool.id)
+            )
+        )
+    counts = [0, 0, 0, 0]
+    for pool in pools:
+        try:
+            counts[0] += take_snapshots(ctx, pool, now)
+            if pool.joins_closed_at is None and now >= pool.join_deadline:
+                counts[1] += _close_joins(ctx, pool.id, now)
+            if pool.ended_at is None and now >= pool.ends_at:
+                counts[2] += freeze(ctx, pool, now)
+            counts[3] += settle(ctx, pool.id)
+        except QuorumError as exc:
+            event(log, "pool.tick_failed", level=logging.WARNING, pool=pool.id, error=exc.message)
+    return PoolTickReport(*counts)
+
+
+def _boundary(pool: Pool, period: int) -> datetime:
+    return pool.starts_at + timedelta(seconds=period * pool.period_s)
+
+
+def due_periods(pool: Pool, now: datetime) -> range:
+    """The periods whose boundary has passed (0 at the start), up to the end."""
+    until = min(now, pool.ends_at)
+    if until < pool.starts_at:
+        return range(0)
+    return range(int((until - pool.starts_at).total_seconds()) // pool.period_s + 1)
+
+
+def take_snapshots(ctx: ServerContext, pool: Pool, now: datetime) -> int:
+    """Store the board of every period boundary passed and not stored yet; how many
+    this call stored (another replica's are skipped)."""
+    with ctx.db.read() as session:
+        have = set(
+            session.scalars(select(PoolSnapshot.period).where(PoolSnapshot.pool_id == pool.id))
+        )
+    missing = [p for p in due_periods(pool, now) if p not in have]
+    if not missing:
+        return 0
+    stored = 0
+    with ctx.db.write_connection() as conn:
+        entries = entry_views(conn, pool.id)
+        for period in missing:
+            at = _boundary(pool, period)
+            standing = standing_json(board(ctx, conn, pool, entries, at))
+            made = conn.execute(
+                ctx.db.insert(PoolSnapshot)
+                .values(pool_id=pool.id, period=period, standing=standing, taken_at=at)
+                .on_conflict_do_nothing(index_elements=["pool_id", "period"])
+                .returning(PoolSnapshot.id)
+            ).scalar()
+            stored += made is not None
+    return stored
+
+
+def _close_joins(ctx: ServerContext, pool_id: int, now: datetime) -> int:
+    with ctx.db.write_connection() as conn:
+        done = conn.execute(
+            update(Pool)
+            .where(Pool.id == pool_id, Pool.joins_closed_at.is_(None))
+            .values(joins_closed_at=now)
+        )
+    return done.rowcount or 0
+
+
+def freeze(ctx: ServerContext, pool: Pool, now: datetime) -> int:
+    """Freeze the final standing (the pool board now: epochs ending by the pool's end,
+    their tasks finalized by now); 1 when this call froze it."""
+    window = timedelta(seconds=ctx.settings.pool_dispute_window_s)
+    with ctx.db.write_connection() as conn:
+        standing = standing_json(board(ctx, conn, pool, entry_views(conn, pool.id), now))
+        done = conn.execute(
+            update(Pool)
+            .where(Pool.id == pool.id, Pool.ended_at.is_(None), Pool.status == "active")
+            .values(ended_at=now, final_standing=standing, settle_after=pool.ends_at + window)
+        )
+    frozen = done.rowcount or 0
+    if frozen:
+        event(log, "pool.ended", pool=pool.id, entries=len(standing))
+    return frozen
+
+
+def _standings(stored: list[dict[str, Any]]) -> list[Standing]:
+    return [
+        Standing(
+            int(r["entry"]),
+            float(r["score"]),
+            float(r["ci_low"]),
+            float(r["ci_high"]),
+            int(r["n_samples"]),
+            float(r["chance"]),
+        )
+        for r in stored
+    ]
+
+
+def _final_split(pool: Pool) -> dict[str, Any] | None:
+    if pool.final_sha256 is None:
+        return None
+    return {
+        "sha256": pool.final_sha256,
+        "url": pool.final_url,
+        "used": False,
+        "why": HELD_OUT_NOT_BUILT,
+    }
+
+
+def settle(ctx: ServerContext, pool_id: int) -> int:
+    """Pay out an ended pool whose dispute window has passed, exactly once (module
+    docstring); 1 when this call settled it, 0 when there was nothing to do."""
+    now = ctx.now()
+    try:
+        with ctx.db.write() as session:
+            pg = ctx.db.dialect == "postgresql"
+            pool = session.get(Pool, pool_id, with_for_update=pg, populate_existing=True)
+            if (
+                pool is None
+                or pool.status != "active"
+                or pool.final_standing is None
+                or pool.ended_at is None
+                or pool.settle_after is None
+                or now < pool.settle_after
+                or session.get(PoolPayout, pool_id) is not None
+            ):
+                return 0
+            standings = _standings(pool.final_standing)
+            rule = parse_rule(pool.rule, pool.rule_params)
+            payouts = allocate(pool.funds, standings, rule, pool.ties)
+            owners = dict(
+                session.execute(
+                    select(PoolEntry.id, PoolEntry.account_id).where(PoolEntry.pool_id == pool_id)
+                ).all()
+            )
+            conn = session.connection()
+            escrow = ledger.pool_holder(pool_id)
+            paid = 0
+            for payout in sorted(payouts, key=lambda p: owners[p.entry_id]):
+                if payout.amount <= 0:
+                    continue
+                ledger.transfer(
+                    conn,
+                    source=escrow,
+                    target=ledger.account_holder(owners[payout.entry_id]),
+                    amount=payout.amount,
+                    reason="payout",
+                    now=now,
+                    pool_id=pool_id,
+                    memo=f"pool {pool_id}, place {payout.place}",
+                )
+                paid += payout.amount
+            if paid < pool.funds:  # the rule paid nobody (or, never, not all): back to the funder
+                ledger.transfer(
+                    conn,
+                    source=escrow,
+                    target=ledger.account_holder(pool.funder_id),
+                    amount=pool.funds - paid,
+                    reason="refund",
+                    now=now,
+                    pool_id=pool_id,
+                    memo=f"pool {pool_id}: not paid out by its rule",
+                )
+            display = {
+                int(r["entry"]): {k: r[k] for k in ("model_id", "model_ref", "account") if k in r}
+                for r in pool.final_standing
+            }
+            record = payout_record(
+                pool_id,
+                pool.funds,
+                rule,
+                pool.ties,
+                standings,
+                payouts,
+                pool.ended_at.isoformat(),
+                pool.title,
+                display=display,
+            )
+            split = _final_split(pool)
+            if split is not None:
+                record["payout"]["final_split"] = split
+            index = publiclog.append(ctx, conn, None, record, now)
+            session.add(PoolPayout(pool_id=pool_id, record=record, log_index=index, settled_at=now))
+            pool.status = "settled"
+            pool.settled_at = now
+            session.flush()
+    except IntegrityError:  # another replica's payout row won: it settled
+        return 0
+    event(log, "pool.settled", pool=pool_id, paid=paid, log_index=index)
+    return 1
