@@ -27,6 +27,7 @@ from quorumbench.api.routes import (
     benchmarks,
     board,
     leases,
+    ledger,
     models,
     oauth,
     runners,
@@ -159,6 +160,7 @@ def create_app(
         runners,
         account,
         asks,
+        ledger,
     )
     for router in (module.router for module in routers):
         app.include_router(router)

@@ -153,6 +153,8 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
     "GET /v0/asks/{ask_id}": (E.AuthenticationError, E.NotFoundError),
     "GET /v0/asks/{ask_id}/board": (E.AuthenticationError, E.NotFoundError),
     "GET /v0/plans/{plan_id}": (E.NotFoundError,),
+    "POST /v0/ledger/mint": (E.PermissionDeniedError, E.NotFoundError),  # admins; the account
+    "GET /v0/ledger/check": (E.PermissionDeniedError,),  # admins only
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""
 
