@@ -27,6 +27,7 @@ from quorumbench.api.routes import (
     benchmarks,
     board,
     leases,
+    ledger,
     models,
     oauth,
     pools,
@@ -161,6 +162,7 @@ def create_app(
         account,
         asks,
         pools,
+        ledger,
     )
     for router in (module.router for module in routers):
         app.include_router(router)

@@ -179,6 +179,8 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
         E.ConflictError,  # no final split, revealed already, or not ended yet
         E.InvalidSpecError,  # not one https URL
     ),
+    "POST /v0/ledger/mint": (E.PermissionDeniedError, E.NotFoundError),  # admins; the account
+    "GET /v0/ledger/check": (E.PermissionDeniedError,),  # admins only
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""
 

@@ -30,6 +30,7 @@ from quorumbench.cli.benchmark_cmd import (
     benchmark_retire_command,
     benchmark_show_command,
 )
+from quorumbench.cli.credits_cmd import credits_app
 from quorumbench.cli.demo_cmd import demo_command
 from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.model_cmd import (
@@ -84,6 +85,7 @@ app.add_typer(token_app, name="token")
 app.add_typer(log_app, name="log")
 app.add_typer(submission_app, name="submission")
 app.add_typer(pool_app, name="pool")
+app.add_typer(credits_app, name="credits")
 
 console = make_console()
 err_console = make_console(stderr=True)

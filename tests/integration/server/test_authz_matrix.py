@@ -761,12 +761,12 @@ def refused_as(code: str) -> Callable[[Facts, Caller, httpx.Response], None]:
     return check
 
 
-def admin_only(caller: Caller) -> tuple[bool, Expect] | None:
+def admin_only(caller: Caller, ok: int = 200) -> tuple[bool, Expect] | None:
     """Admins (the ``admin`` scope) only; any other credential 403 naming it."""
     if caller.account is None:
         return None
     if caller.holds("admin"):
-        return True, Expect(frozenset({200}))
+        return True, Expect(frozenset({ok}))
     return False, Expect(frozenset({403}), ("admin",))
 
 
@@ -1057,6 +1057,21 @@ VARIANTS: list[Variant] = [
             "/v0/accounts/bob/grants", None, {"action": "grant", "reason": "matrix"}
         ),
         rule=admin_only,
+    ),
+    # credits: your own ledger; minting and the invariant check are the admin's
+    Variant("GET", "/v0/ledger/me", "own", ANY, fixed("/v0/ledger/me", limit=5)),
+    Variant(
+        "POST",
+        "/v0/ledger/mint",
+        "to bob",
+        ANY,
+        lambda facts, caller: Request(
+            "/v0/ledger/mint", None, {"account": "bob", "amount": 10, "memo": "matrix"}
+        ),
+        rule=lambda caller: admin_only(caller, ok=201),
+    ),
+    Variant(
+        "GET", "/v0/ledger/check", "invariants", ANY, fixed("/v0/ledger/check"), rule=admin_only
     ),
     # asks (personalized boards): a cache-only ask is anyone's who has its id
     Variant(

@@ -220,3 +220,80 @@ def test_opposite_transfers_do_not_deadlock(lctx):
     assert errors == []
     assert ledger.balance(lctx, alice) == ledger.balance(lctx, bob) == 1_000
     assert ledger.check_ledger(lctx) == []
+
+
+# --- over HTTP ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def http(lctx):
+    from fastapi.testclient import TestClient
+
+    from quorumbench.api.app import create_app
+    from quorumbench.services.accounts import issue_token
+
+    tokens = {
+        "admin": issue_token(lctx, "admin", scopes=("admin",)).token,
+        "alice": issue_token(lctx, "alice").token,
+    }
+    with TestClient(create_app(lctx.settings, context=lctx, run_scheduler=False)) as client:
+        client.headers_of = {n: {"Authorization": f"Bearer {t}"} for n, t in tokens.items()}
+        yield client
+
+
+def test_mint_and_my_ledger_over_http(http, lctx):
+    as_admin, as_alice = http.headers_of["admin"], http.headers_of["alice"]
+    empty = http.get("/v0/ledger/me", headers=as_alice)
+    assert empty.status_code == 200, empty.text
+    assert empty.json()["balance"] == 0 and empty.json()["entries"] == []
+    for amount in (100, 20, 3):
+        made = http.post(
+            "/v0/ledger/mint",
+            json={"account": "alice", "amount": amount, "memo": f"pay {amount}"},
+            headers=as_admin,
+        )
+        assert made.status_code == 201, made.text
+    line = made.json()
+    assert (line["amount"], line["balance_after"], line["reason"], line["memo"]) == (
+        3,
+        123,
+        "mint",
+        "pay 3",
+    )
+    mine = http.get("/v0/ledger/me", params={"limit": 2}, headers=as_alice).json()
+    assert mine["balance"] == 123 and mine["holder"] == line["holder"]
+    assert [e["amount"] for e in mine["entries"]] == [3, 20]
+    rest = http.get(
+        "/v0/ledger/me", params={"limit": 2, "before": mine["next_before"]}, headers=as_alice
+    ).json()
+    assert [e["amount"] for e in rest["entries"]] == [100] and rest["next_before"] is None
+    assert http.get("/v0/ledger/check", headers=as_admin).json() == {"problems": []}
+    assert http.get("/v0/ledger/me").status_code == 401
+
+
+def test_only_admins_mint_or_check_over_http(http):
+    as_alice = http.headers_of["alice"]
+    body = {"account": "alice", "amount": 10, "memo": ""}
+    refused = http.post("/v0/ledger/mint", json=body, headers=as_alice)
+    assert refused.status_code == 403, refused.text
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert "admin" in refused.json()["detail"]
+    assert http.get("/v0/ledger/check", headers=as_alice).status_code == 403
+    missing = http.post(
+        "/v0/ledger/mint", json={**body, "account": "nobody"}, headers=http.headers_of["admin"]
+    )
+    assert missing.status_code == 404, missing.text
+    assert http.get("/v0/ledger/me", headers=as_alice).json()["balance"] == 0
+
+
+@pytest.mark.parametrize("amount", [12.5, "12", -3, 0, True, None, 10**16])
+def test_bad_amounts_are_422_over_http(http, amount):
+    answer = http.post(
+        "/v0/ledger/mint",
+        json={"account": "alice", "amount": amount, "memo": ""},
+        headers=http.headers_of["admin"],
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    assert "amount" in answer.text
+    assert http.get("/v0/ledger/me", headers=http.headers_of["alice"]).json()["balance"] == 0
