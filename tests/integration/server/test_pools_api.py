@@ -107,6 +107,10 @@ def test_create_list_show_and_join(world):
     # the escrow holds the funds; the funder's balance lost them
     assert world.balance("alice") == MINTED - 100_000
     assert ledger.balance(world.ctx, ledger.pool_holder(pool["id"])) == 100_000
+    mine = world.client.get("/v0/ledger/me", headers=auth(world.tokens["alice"])).json()
+    assert mine["balance"] == MINTED - 100_000
+    fund = mine["entries"][0]
+    assert (fund["reason"], fund["amount"], fund["pool_id"]) == ("fund", -100_000, pool["id"])
 
     listed = world.client.get("/v0/pools").json()
     assert [p["id"] for p in listed] == [pool["id"]]
@@ -267,6 +271,9 @@ def test_only_an_admin_cancels_and_the_escrow_goes_back(world):
     assert cancelled["phase"] == "cancelled" and cancelled["cancel_reason"] == "wrong benchmark"
     assert world.balance("alice") == MINTED
     assert ledger.balance(world.ctx, ledger.pool_holder(pool["id"])) == 0
+    refund = world.client.get("/v0/ledger/me", headers=auth(world.tokens["alice"])).json()
+    assert refund["entries"][0]["reason"] == "refund" and refund["balance"] == MINTED
+    assert ledger.check_ledger(world.ctx) == []
     assert [p["id"] for p in world.client.get("/v0/pools?phase=cancelled").json()] == [pool["id"]]
     # twice: a conflict, no second refund
     assert_problem(world.post(path, {"reason": "again"}, "admin"), 409, "conflict")
