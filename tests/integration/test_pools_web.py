@@ -166,6 +166,25 @@ def test_the_create_form_creates_a_pool_and_moves_the_funds_into_escrow(site):
         assert "−2,500" in account.text and "+10,000" in account.text
 
 
+def test_posting_the_create_form_twice_makes_one_pool_and_moves_the_funds_once(site):
+    """A double click or a retried post answers the first post's pool (its nonce)."""
+    with site.browser() as browser:
+        browser.dev_signin("alice")
+        form = browser.form(NEW, NEW)
+        first = browser.submit(form, title="Once", funds="1,000", rule=RULE)
+        again = browser.submit(form, title="Once", funds="1,000", rule=RULE)
+        assert first.status_code == again.status_code == 303
+        [pool] = pools_in(site)
+        assert (
+            first.headers["location"]
+            == again.headers["location"]
+            == (f"/pools/{pool.id}?created=1")
+        )
+        assert balance(site, "alice") == ALICE_CREDITS - 1_000
+        refused = browser.submit(form, title="Once", funds="1,000", rule=RULE, nonce="short")
+        assert refused.status_code >= 400 and len(pools_in(site)) == 1
+
+
 @pytest.mark.parametrize(
     ("changes", "status", "message"),
     [

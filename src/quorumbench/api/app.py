@@ -79,7 +79,7 @@ class SchedulerThread(threading.Thread):
             if self.failing is not None:
                 event(log, "scheduler.recovered", after=self.failing)
                 self.failing = None
-            busy = report.created or report.expired or report.published
+            busy = report.created or report.expired or report.published or report.pools
             event(
                 log,
                 "scheduler.tick",
@@ -88,6 +88,7 @@ class SchedulerThread(threading.Thread):
                 created=report.created,
                 expired=report.expired,
                 published=report.published,
+                pools=report.pools,
             )
 
     def _failed(self, why: str, exc: Exception | None) -> None:

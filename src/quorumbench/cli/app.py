@@ -491,8 +491,9 @@ def verify_command(
         f"log size {report.size}: {report.entries} entries, {report.heads_checked} tree "
         f"head(s), {report.rows_compared} leaderboard rows, {report.signatures_checked} "
         f"runner signatures, {report.predictions_checked} predictions digests, the "
-        f"sample ids of {report.samples_checked} tasks and the chance levels of "
-        f"{report.chance_checked} rows checked"
+        f"sample ids of {report.samples_checked} tasks, the chance levels of "
+        f"{report.chance_checked} rows and the payouts of {report.payouts_checked} settled "
+        "pool(s) checked"
     )
     if report.key_rotations:
         console.print(

@@ -10,8 +10,9 @@
 4. Start three ``quorumbench runner start`` processes, one per volunteer account;
    they pull, evaluate and submit over HTTP like any volunteer's runner.
 5. Once every task of the epoch is final, stop the runners (Ctrl-C semantics: any
-   lease is released), print the leaderboard and the server's URL, and keep serving
-   until Ctrl-C (or exit at once with ``--no-serve``).
+   lease is released), print the leaderboard, an example ask's URL, a funded prize
+   pool over both models (``cli/_demo_pool.py``) and the server's URL, and keep
+   serving until Ctrl-C (or exit at once with ``--no-serve``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from quorumbench.cli._console import escape, make_console
+from quorumbench.cli._demo_pool import print_demo_pool
 from quorumbench.cli._options import DatasetsDir
 from quorumbench.errors import ConfigError, ConflictError, QuorumError
 from quorumbench.protocol import TaskStatus
@@ -147,6 +149,15 @@ def run_demo(options: DemoOptions, console: Console) -> None:
                 console.print("every task of this epoch is final already")
             _print_results(api, options, console)
             _print_ask(api, server.url, console)
+            print_demo_pool(
+                api,
+                server.url,
+                admin_token,
+                ADMIN,
+                list(options.benchmarks),
+                [m["id"] for m in models],
+                console,
+            )
         console.print(
             escape(f"\nleaderboard: {server.url}/  (API {server.url}/v0, docs {server.url}/docs)")
         )

@@ -19,6 +19,7 @@ is scored on the same items each epoch; its interval is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -191,10 +192,18 @@ def _is_pg(session: Session) -> bool:
 # --- creating ---------------------------------------------------------------------
 
 
-def create_pool(ctx: ServerContext, principal: Principal, spec: PoolSpec) -> PoolView:
+def create_pool(
+    ctx: ServerContext,
+    principal: Principal,
+    spec: PoolSpec,
+    *,
+    record: Callable[[Session, int], None] | None = None,
+) -> PoolView:
     """Create a pool and move its funds from the funder's account into its escrow, in one
     transaction: refused (InvalidSpecError, UnknownBenchmarkError,
-    InsufficientFundsError) with nothing written."""
+    InsufficientFundsError) with nothing written. ``record(session, pool_id)`` runs in
+    that transaction (the site's form records its one-time nonce there:
+    ``services/web_pools.py``)."""
     principal.require(SCOPE)
     now = ctx.now()
     title, description, rule, names, kinds = checked(spec, now)
@@ -245,6 +254,8 @@ def create_pool(ctx: ServerContext, principal: Principal, spec: PoolSpec) -> Poo
             )
         except ValueError as exc:  # an amount the ledger refuses (too large)
             raise InvalidSpecError(f"funds: {exc}") from exc
+        if record is not None:
+            record(session, pool.id)
         return _view(pool, principal.name, 0, now)
 
 

@@ -94,6 +94,8 @@ class PoolForm:
     values: dict[str, str] = field(default_factory=dict)
     benchmarks: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
+    nonce: str | None = None
+    """The form's one-time nonce, kept when a refused form is shown again."""
 
     @classmethod
     def defaults(cls, now: datetime, benchmarks: list[str]) -> PoolForm:
@@ -118,7 +120,7 @@ class PoolForm:
     def of(cls, form: Form) -> PoolForm:
         values = {name: (form.one(name) or "").strip() for name in TEXT_FIELDS}
         values["description"] = (form.one("description") or "").strip()
-        return cls(values, form.all("benchmark"), form.all("kind"))
+        return cls(values, form.all("benchmark"), form.all("kind"), form.one("nonce"))
 
     def spec(
         self,

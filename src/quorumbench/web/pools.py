@@ -42,6 +42,7 @@ from quorumbench.services import ledger, pools, web_sessions
 from quorumbench.services.board import active_benchmarks
 from quorumbench.services.models import owned_models
 from quorumbench.services.ratelimit import count_write
+from quorumbench.services.web_pools import create_pool_once
 from quorumbench.services.web_sessions import SignedIn
 from quorumbench.web import pool_view
 from quorumbench.web.pool_form import (
@@ -144,6 +145,9 @@ def _form_page(
         description_max=DESCRIPTION_MAX,
         problem=problem,
         field=field,
+        # one pool per form however often it is posted (services/web_pools.py); a
+        # refused post shows the same form again, still unused
+        nonce=(form.nonce if form is not None and form.nonce else web_sessions.new_nonce()),
     )
 
 
@@ -169,14 +173,14 @@ def create_pool(request: Request, form: PostedForm) -> Response:
             kinds=MODEL_KINDS,
             parse_size=parse_size,
         )
-        made = pools.create_pool(ctx, signed_in.principal, spec)
+        made = create_pool_once(ctx, signed_in, form.one("nonce"), spec)
     except FormProblem as exc:
         return _form_page(request, typed, status=400, problem=exc.message, field=exc.field)
     except RateLimitedError:
         raise
     except QuorumError as exc:
         return _form_page(request, typed, status=status_of(exc), problem=exc.message)
-    return RedirectResponse(f"/pools/{made.id}?created=1", status_code=303)
+    return RedirectResponse(f"/pools/{made}?created=1", status_code=303)
 
 
 def _pool_page(

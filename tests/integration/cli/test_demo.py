@@ -62,6 +62,9 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         r"model\(s\) answered from verified results: \S+/ask\?plan=([0-9a-f]{64})", out
     )
     assert asked is not None and "2 model(s) answered" in " ".join(out.split()), out[-3000:]
+    # the funded prize pool over both models, with its page
+    pooled = re.search(r"rule ArithmeticDecrease, ends \S+: \S+/pools/(\d+)", " ".join(out.split()))
+    assert pooled is not None and "100000 credits" in out, out[-3000:]
     assert f"quorumbench serve --data-dir {data_dir}" in " ".join(out.split())
     assert "with the development sign-in (on because the demo listens on loopback only)" in (
         " ".join(out.split())
@@ -131,6 +134,14 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
             "SmolLM2-135M-Instruct + demo LoRA",
         ]
         assert all(set(r["benchmarks"]) == {"arith", "gen-reasoning"} for r in plan["rows"])
+        pool = httpx.get(f"{url}/v0/pools/{pooled.group(1)}").json()
+        assert pool["pool"]["funds"] == 100_000 and pool["pool"]["phase"] == "open"
+        assert sorted(e["model"] for e in pool["entries"]) == [
+            "SmolLM2-135M-Instruct",
+            "SmolLM2-135M-Instruct + demo LoRA",
+        ]
+        page = httpx.get(f"{url}/pools/{pooled.group(1)}", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and "Demo pool" in page.text
         done = httpx.get(f"{url}/v0/tasks", params={"status": "DONE"}).json()
         assert len(done) == 10 and all(len(t["results"]) == 3 for t in done)
         # the web pages over the same data: both models ranked, the LoRA's base linked,
