@@ -12,11 +12,19 @@ from pydantic import BaseModel, Field
 class PoolSettings(BaseModel):
     """How prize pools settle (``services/pool_ticks.py``)."""
 
+    pool_finalize_grace_s: int = Field(
+        3_600,
+        ge=0,
+        le=7 * 86_400,
+        description="Seconds after a pool's end during which its last epochs' tasks may "
+        "still reach consensus: the final standing counts the tasks finalized by the end "
+        "plus this grace, whenever the scheduler freezes it (default one epoch).",
+    )
     pool_dispute_window_s: int = Field(
         0,
         ge=0,
         le=90 * 86_400,
-        description="Seconds between a pool's end (its final standing frozen) and its "
-        "settlement, for disputes: an admin may still cancel it then (0: settle at the "
-        "first scheduler tick after the end).",
+        description="Seconds between a pool's final standing (end + finalize grace) and "
+        "its settlement, for disputes: the standing does not change, but an admin may "
+        "still cancel the pool (refunding the funder) then (0: settle at once).",
     )

@@ -113,8 +113,11 @@ class Pool(Base):
     ended_at: Mapped[datetime | None] = mapped_column(default=None)
     """When the final standing was frozen."""
     final_standing: Mapped[list[Any] | None] = mapped_column(default=None)
+    standing_at: Mapped[datetime | None] = mapped_column(default=None)
+    """The final standing's cut-off: the end + the finalize grace (tasks finalized by
+    then count; the standing is the same whenever a tick freezes it)."""
     settle_after: Mapped[datetime | None] = mapped_column(default=None)
-    """End + the dispute window: settlement waits until then."""
+    """The cut-off + the dispute window: settlement waits until then."""
     settled_at: Mapped[datetime | None] = mapped_column(default=None)
     cancelled_at: Mapped[datetime | None] = mapped_column(default=None)
     cancel_reason: Mapped[str | None] = mapped_column(String(500), default=None)

@@ -77,11 +77,19 @@ def pool_tick(ctx: ServerContext) -> PoolTickReport:
             counts[0] += take_snapshots(ctx, pool, now)
             if pool.joins_closed_at is None and now >= pool.join_deadline:
                 counts[1] += _close_joins(ctx, pool.id, now)
-            if pool.ended_at is None and now >= pool.ends_at:
+            if pool.ended_at is None and now >= standing_cutoff(ctx, pool):
                 counts[2] += freeze(ctx, pool, now)
             counts[3] += settle(ctx, pool.id)
         except QuorumError as exc:
             event(log, "pool.tick_failed", level=logging.WARNING, pool=pool.id, error=exc.message)
+        except Exception as exc:  # a bug in one pool's step must not stop the others'
+            event(
+                log,
+                "pool.tick_failed",
+                level=logging.ERROR,
+                pool=pool.id,
+                error=f"{type(exc).__name__}: {exc}",
+            )
     return PoolTickReport(*counts)
 
 
@@ -133,16 +141,31 @@ def _close_joins(ctx: ServerContext, pool_id: int, now: datetime) -> int:
     return done.rowcount or 0
 
 
+def standing_cutoff(ctx: ServerContext, pool: Pool) -> datetime:
+    """The final standing's cut-off: the pool's end + the finalize grace."""
+    return pool.ends_at + timedelta(seconds=ctx.settings.pool_finalize_grace_s)
+
+
 def freeze(ctx: ServerContext, pool: Pool, now: datetime) -> int:
-    """Freeze the final standing (the pool board now: epochs ending by the pool's end,
-    their tasks finalized by now); 1 when this call froze it."""
+    """Freeze the final standing once the cut-off has passed (the pool board as of the
+    cut-off: epochs ending by the pool's end, their tasks finalized by the end + the
+    finalize grace; the same standing whichever tick, late or early, freezes it); 1
+    when this call froze it."""
+    cutoff = standing_cutoff(ctx, pool)
+    if now < cutoff:
+        return 0
     window = timedelta(seconds=ctx.settings.pool_dispute_window_s)
     with ctx.db.write_connection() as conn:
-        standing = standing_json(board(ctx, conn, pool, entry_views(conn, pool.id), now))
+        standing = standing_json(board(ctx, conn, pool, entry_views(conn, pool.id), cutoff))
         done = conn.execute(
             update(Pool)
             .where(Pool.id == pool.id, Pool.ended_at.is_(None), Pool.status == "active")
-            .values(ended_at=now, final_standing=standing, settle_after=pool.ends_at + window)
+            .values(
+                ended_at=now,
+                standing_at=cutoff,
+                final_standing=standing,
+                settle_after=cutoff + window,
+            )
         )
     frozen = done.rowcount or 0
     if frozen:
@@ -244,6 +267,8 @@ def settle(ctx: ServerContext, pool_id: int) -> int:
                 pool.title,
                 display=display,
             )
+            if pool.standing_at is not None:  # which finalized tasks the standing counts
+                record["payout"]["standing_at"] = pool.standing_at.isoformat()
             split = _final_split(pool)
             if split is not None:
                 record["payout"]["final_split"] = split

@@ -29,7 +29,14 @@ DAY1 = datetime(2026, 11, 23, tzinfo=UTC)
 
 class World:
     def __init__(self, make_ctx, spec, url=None, **overrides):
-        settings = {"benchmarks": [spec], "samples_per_task": 4, "epoch_seconds": DAY}
+        # no finalize grace unless a test asks for one: these worlds finalize every task
+        # of a day before the next (test_pools.py's whole pool uses the default grace)
+        settings = {
+            "benchmarks": [spec],
+            "samples_per_task": 4,
+            "epoch_seconds": DAY,
+            "pool_finalize_grace_s": 0,
+        }
         self.ctx = make_ctx(url, **(settings | overrides))
         self.ctx.inspector = fake_metadata
         self.tokens: dict[str, str] = {}

@@ -49,7 +49,17 @@ def _snapshots(ctx, pool_id):
         )
 
 
-def test_a_whole_pool_from_funding_to_verified_payouts(world, clock, tmp_path):
+def test_a_whole_pool_from_funding_to_verified_payouts(
+    make_ctx, sums_spec, db_url, clock, tmp_path
+):
+    world = World(make_ctx, sums_spec, db_url, pool_finalize_grace_s=3600)  # the default
+    try:
+        _whole_pool(world, clock, tmp_path)
+    finally:
+        world.close()
+
+
+def _whole_pool(world, clock, tmp_path):
     ctx = world.ctx
     world.mint("funder", 1500)
     one = world.register(hub_ref(1), "ana")
@@ -90,9 +100,12 @@ def test_a_whole_pool_from_funding_to_verified_payouts(world, clock, tmp_path):
         pools.join_pool(ctx, world.who("ben"), made.id, hub_ref(1))
 
     clock.now = DAY1 + timedelta(days=3, seconds=5)
-    # the end: snapshot of period 3, standing frozen, settled (no window)
-    report = tick(ctx)
-    assert report.pools == 3
+    # the end: snapshot of period 3; the standing waits for the finalize grace (an hour)
+    assert tick(ctx).pools == 1
+    assert pools.get_pool(ctx, made.id).pool.status == "active"
+    clock.now = DAY1 + timedelta(days=3, hours=2)  # a late tick: the same standing
+    report = tick(ctx)  # standing frozen as of end + grace, settled (no window)
+    assert report.pools == 2
     detail = pools.get_pool(ctx, made.id)
     assert detail.pool.status == "settled" and detail.pool.phase == "settled"
     assert [s.period for s in _snapshots(ctx, made.id)] == [0, 1, 2, 3]
@@ -105,6 +118,7 @@ def test_a_whole_pool_from_funding_to_verified_payouts(world, clock, tmp_path):
     assert ledger.check_ledger(ctx) == []
     record = detail.payout_record
     assert record is not None and record["payout"]["funds"] == 1000
+    assert record["payout"]["standing_at"] == (DAY1 + timedelta(days=3, hours=1)).isoformat()
     assert [a["amount"] for a in record["payout"]["amounts"]] == [500, 333, 167]
 
     # the record is in the public log, and recomputes

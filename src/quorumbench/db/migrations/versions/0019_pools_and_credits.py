@@ -84,6 +84,7 @@ def upgrade() -> None:
         _utc("joins_closed_at", nullable=True),
         _utc("ended_at", nullable=True),
         sa.Column("final_standing", sa.JSON(), nullable=True),
+        _utc("standing_at", nullable=True),
         _utc("settle_after", nullable=True),
         _utc("settled_at", nullable=True),
         _utc("cancelled_at", nullable=True),
