@@ -9,11 +9,14 @@ Each tick, for every active pool (idempotent, and safe on several replicas at on
   is a no-op.
 * **Joins close** at the join deadline (``joins_closed_at``; joining checks the
   deadline itself, this records when).
-* **The end** freezes the final standing (``final_standing``, ``ended_at``) and sets
-  ``settle_after`` = end + ``QB_POOL_DISPUTE_WINDOW_S``; a conditional update (``WHERE
-  ended_at IS NULL``) lets one replica freeze it. A pool that committed to a held-out
-  final split still ends on its pool board: scoring the held-out data by the runners
-  is not built yet, and its payout record says so (``final_split.used`` false).
+* **The end** + ``QB_POOL_FINALIZE_GRACE_S`` (the cut-off, ``standing_at``) freezes the
+  final standing (``final_standing``, ``ended_at``): the board as of the cut-off, so the
+  last epochs' tasks may still finalize and a late tick freezes the same standing as an
+  early one. ``settle_after`` = cut-off + ``QB_POOL_DISPUTE_WINDOW_S``; a conditional
+  update (``WHERE ended_at IS NULL``) lets one replica freeze it. A pool that
+  committed to a held-out final split still ends on its pool board: scoring the
+  held-out data by the runners is not built yet, and its payout record says so
+  (``final_split.used`` false).
 * **Settlement**, once ``settle_after`` has passed, in ONE transaction: the pool's row
   locked (``FOR UPDATE`` on PostgreSQL; a SQLite write transaction holds the whole
   database), its status checked again (``active``), the allocation
