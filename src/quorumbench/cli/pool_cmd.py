@@ -418,8 +418,9 @@ def reveal_command(
     as_json: JsonOption = False,
     server: ServerOption = DEFAULT_SERVER,
 ) -> None:
-    """Reveal the URL of your pool's held-out final dataset; its bytes must hash to the
-    SHA-256 published at creation (the funder)."""
+    """Reveal the URL of your pool's held-out final dataset (the funder, after the end).
+    The server stores it and fetches nothing: anyone can check its bytes against the
+    SHA-256 published at creation."""
     from quorumbench.cli._http import Api
 
     with Api(server) as api:
