@@ -186,9 +186,11 @@ class Epoch(Base):
     scheduled_at: Mapped[datetime | None]
 
 
-TASK_EPOCH, TASK_DEEPEN = "epoch", "deepen"
-"""``Task.purpose``: drawn by the epoch's seed (the board's), or deepening a plan's slice
-(``services/deepen.py``: chosen by label, so never in the leaderboard rows)."""
+TASK_EPOCH, TASK_DEEPEN, TASK_POOL_FINAL = "epoch", "deepen", "pool_final"
+"""``Task.purpose``: drawn by the epoch's seed (the board's), deepening a plan's slice
+(``services/deepen.py``: chosen by label, so never in the leaderboard rows), or a
+prize pool's held-out final split (``services/pool_final.py``: a hidden benchmark,
+never on the board)."""
 
 
 def _partial(name: str, columns: str, where: str, unique: bool = False) -> Index:
@@ -209,6 +211,10 @@ class Task(Base):
         ),
         _partial(
             "ix_tasks_deepen_open", "requested_by", "purpose = 'deepen' AND finalized_at IS NULL"
+        ),
+        # One held-out task per (pool, model, part).
+        _partial(
+            "uq_tasks_pool_final_part", "pool_id model_id part", "purpose = 'pool_final'", True
         ),
         Index("ix_tasks_model_benchmark", "model_id", "benchmark_id"),
         # Claimable tasks are a small, hot subset: keep their lookup off the history.
@@ -243,6 +249,9 @@ class Task(Base):
     that plan's tasks of its (model, benchmark), and who asked (an account id)."""
     part: Mapped[int | None] = mapped_column(Integer, default=None)
     requested_by: Mapped[int | None] = mapped_column(Integer, default=None)
+    pool_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    """A held-out task's pool (``purpose = 'pool_final'``; ``part`` numbers its tasks
+    per model)."""
 
 
 class LeaseState(StrEnum):

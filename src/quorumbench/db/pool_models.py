@@ -106,6 +106,18 @@ class Pool(Base):
     """The held-out final dataset's SHA-256, published at creation (None: no final split)."""
     final_url: Mapped[str | None] = mapped_column(String(2000), default=None)
     """Its URL, revealed by the funder at the end."""
+    final_spec: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """The revealed benchmark spec (``evaluation/spec.py``) of the held-out data: its
+    ``data.url`` is ``final_url``, its ``data.sha256`` the commitment."""
+    final_benchmark_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The hidden benchmark row the held-out tasks evaluate (never scheduled by epochs,
+    never on the board)."""
+    final_revealed_at: Mapped[datetime | None] = mapped_column(default=None)
+    final_scheduled_at: Mapped[datetime | None] = mapped_column(default=None)
+    """When the held-out tasks were made (one per entry and part)."""
+    final_deadline: Mapped[datetime | None] = mapped_column(default=None)
+    """The held-out standing is frozen when every held-out task is final, or at this
+    time on those final by then."""
     status: Mapped[str] = mapped_column(String(16))
     """``active`` (before settlement), ``settled`` or ``cancelled``; whether it is upcoming,
     open for joins, running or ended follows from the times."""
