@@ -28,3 +28,33 @@ class PoolSettings(BaseModel):
         "its settlement, for disputes: the standing does not change, but an admin may "
         "still cancel the pool (refunding the funder) then (0: settle at once).",
     )
+    pool_reveal_window_s: int = Field(
+        7 * 86_400,
+        ge=0,
+        le=90 * 86_400,
+        description="Seconds after a pool's end during which its funder may reveal the "
+        "held-out final dataset it committed to; unrevealed by then, the pool ends on its "
+        "pool board and its payout record says the split was not used (default 7 days).",
+    )
+    pool_final_eval_s: int = Field(
+        2 * 86_400,
+        ge=60,
+        le=90 * 86_400,
+        description="Seconds the runners have, from the held-out tasks' creation, to "
+        "evaluate a revealed held-out split: the final standing is taken when every "
+        "held-out task is final, or then on those final by then (default 2 days).",
+    )
+    pool_final_max_samples: int = Field(
+        500,
+        ge=1,
+        le=100_000,
+        description="Held-out items evaluated per entry at most (chosen in the seeded "
+        "hash order with the commitment as the seed; all of them when the data has fewer).",
+    )
+    pool_final_task_samples: int = Field(
+        25,
+        ge=1,
+        le=1_000,
+        description="Held-out items per task: each entry gets one task per part of this "
+        "many items.",
+    )

@@ -176,8 +176,9 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
     "POST /v0/pools/{pool_id}/reveal": (
         E.PermissionDeniedError,  # not the funder
         E.NotFoundError,
-        E.ConflictError,  # no final split, revealed already, or not ended yet
-        E.InvalidSpecError,  # not one https URL
+        E.ConflictError,  # no final split, revealed already, not ended, or too late
+        E.InvalidSpecError,  # a bad spec, or data.sha256 is not the commitment
+        E.DataError,  # unreachable, too large, a private URL, the hash, a bad row
     ),
     "POST /v0/ledger/mint": (E.PermissionDeniedError, E.NotFoundError),  # admins; the account
     "GET /v0/ledger/check": (E.PermissionDeniedError,),  # admins only

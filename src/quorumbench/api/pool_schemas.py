@@ -142,11 +142,41 @@ class CancelIn(BaseModel):
 class RevealIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(
-        max_length=2000,
-        pattern=r"^https://[^\s/?#@]+[^\s]*$",
-        description="Where the held-out final dataset is (https), revealed once the pool "
-        "has ended; anyone can check that its bytes hash to the pool's ``final_sha256``.",
+    spec: dict[str, Any] = Field(
+        description="The held-out final dataset as a benchmark spec (the format of "
+        "``POST /v0/benchmarks``, docs/custom-benchmarks.md): ``data.url`` where it is "
+        "(https, or a Hub file at a pinned commit) and ``data.sha256`` the pool's "
+        "``final_sha256``. Its ``name`` and ``version`` are set by the server "
+        "(``pool-<id>-final``, 1); ``pillar`` and ``labels`` are optional.",
+        examples=[
+            {
+                "format": "jsonl",
+                "kind": "multiple_choice",
+                "data": {"url": "https://example.org/final.jsonl", "sha256": "ab" * 32},
+                "prompt": "{question}",
+                "choices_field": "choices",
+                "answer_field": "answer",
+            }
+        ],
+    )
+
+
+class FinalProgressOut(BaseModel):
+    """The held-out final split's progress."""
+
+    state: Literal["none", "awaiting_reveal", "evaluating", "frozen", "not_revealed"] = Field(
+        description="``none`` (no split), ``awaiting_reveal``, ``evaluating`` (revealed; "
+        "the runners evaluate every entry on it), ``frozen`` (the final standing is the "
+        "held-out one) or ``not_revealed`` (the reveal deadline passed: the pool board "
+        "decides)."
+    )
+    reveal_by: datetime | None = Field(description="The reveal deadline.")
+    benchmark: str | None = Field(description="The hidden benchmark once revealed.")
+    tasks: int = Field(description="Held-out tasks (one per entry and part).")
+    final: int = Field(description="Those final (DONE, or final without agreement).")
+    done: int = Field(description="Those DONE (three runners agreed).")
+    deadline: datetime | None = Field(
+        description="The standing is taken when every task is final, or at this time."
     )
 
 
@@ -169,6 +199,9 @@ class PoolOut(BaseModel):
     period_s: int
     final_sha256: str | None
     final_url: str | None
+    final_state: Literal["none", "awaiting_reveal", "evaluating", "frozen", "not_revealed"] = Field(
+        description="Where the held-out final split stands (see ``final`` of a pool)."
+    )
     status: Literal["active", "settled", "cancelled"]
     phase: Phase = Field(
         description="``upcoming``, ``open`` (joins open), ``running`` (joins closed), "
@@ -230,4 +263,5 @@ class PoolDetailOut(BaseModel):
         description="The settlement as the public log holds it, with its ``log_index`` "
         "(null before settlement)."
     )
+    final: FinalProgressOut = Field(description="The held-out final split's progress.")
     verify: str = Field(description="How to recompute the payouts from the public log.")

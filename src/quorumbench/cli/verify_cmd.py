@@ -5,7 +5,9 @@ from the entries alone: each head's Ed25519 signature, each entry's leaf, the ro
 every head it saw on earlier runs (same size, same root; the log never shrinks; the
 served consistency proof holds), a served inclusion proof, each result's runner
 signature and predictions digest, every settled pool's payout (recomputed from the
-standing, rule and funds its record logs, ``core/payouts.check_payouts``), and the
+standing, rule and funds its record logs, ``core/payouts.check_payouts``; a standing
+taken on a held-out final split, from the logged held-out tasks,
+``core/held_out.check_held_out``), and the
 leaderboard, recomputed from the DONE
 entries and compared row by row with the server's (the raw score and interval; where
 the benchmark's data is here, also the chance level from the entries' sample ids and
@@ -34,6 +36,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from quorumbench.core.canonical import sha256_hex
+from quorumbench.core.held_out import check_held_out
 from quorumbench.core.merkle import ProofError, root, verify_inclusion
 from quorumbench.core.payouts import check_payouts
 from quorumbench.core.pillars import corrected
@@ -202,6 +205,8 @@ def _verify(
     report.problems += problems
     report.problems += check_canaries(tasks)
     report.problems += [Problem("payouts", what) for what in check_payouts(entries)]
+    held_out, _ = check_held_out(entries)
+    report.problems += [Problem("payouts", what) for what in held_out]
     report.payouts_checked = sum(1 for row in entries if "payout" in row["entry"])
     n_results = sum(len(row["entry"]["results"]) for row in tasks)
     report.signatures_checked = n_results - report.unsigned_results
@@ -401,9 +406,13 @@ def _check_samples(
     for row in entries:
         task = row["entry"]["task"]
         if task.get("purpose", "epoch") != "epoch":
-            # a deepen task: a plan's labelled samples, not drawn by the seed (and not
-            # on the leaderboard, which the check above recomputes without it)
-            skip("deepen task: samples chosen by a plan's labels, not by the epoch seed")
+            # a deepen task (a plan's labelled samples) or a pool's held-out task: not
+            # drawn by the seed, and not on the leaderboard (recomputed without them)
+            skip(
+                "deepen task: samples chosen by a plan's labels, not by the epoch seed"
+                if task.get("purpose") == "deepen"
+                else "held-out pool task: the pool's items, not drawn by the epoch seed"
+            )
             continue
         epoch_id = task["epoch"]
         if epoch_id not in seeds:

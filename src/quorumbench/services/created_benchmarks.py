@@ -41,6 +41,7 @@ from quorumbench.services.benchmarks import data_cache_dir, fetch_policy, pillar
 from quorumbench.services.context import ServerContext
 from quorumbench.services.grants import require_benchmark_create
 from quorumbench.services.leaderboard import sync_aggregates
+from quorumbench.services.pool_final import RESERVED_NAME
 from quorumbench.services.scheduler import epoch_index
 
 
@@ -88,6 +89,11 @@ def _check_name(ctx: ServerContext, principal: Principal, spec: BenchmarkSpec) -
     if spec.name in registry() or spec.name in ctx.settings.benchmarks:
         raise DuplicateBenchmarkError(
             f"benchmark {spec.name!r} is one of the server's own: choose another name"
+        )
+    if RESERVED_NAME.match(spec.name):
+        raise DuplicateBenchmarkError(
+            f"benchmark names like {spec.name!r} (pool-<id>-final) are reserved for prize "
+            "pools' held-out data: choose another name"
         )
     with ctx.db.read() as session:
         rows = list(session.scalars(select(BenchmarkRow).where(BenchmarkRow.name == spec.name)))

@@ -16,12 +16,15 @@ per item (the seed's ``score × progress`` penalised late joiners).
 
 The interval is ``core/intervals.score_interval`` of the sum and the count; ranks come
 from ``core/ranking.ranks``; the chance level is the mean of the counted samples'
-chance levels (``services/chance.py``), 0 when some are not known here. An entry
-without any counted sample is not on the board (and is paid nothing).
+chance levels (``services/chance.py``; a benchmark this process has not loaded, or
+holds at another version, is loaded for it: :func:`pool_chance_sum`), counted as 0
+only when its data cannot be loaded at all (logged). An entry without any counted
+sample is not on the board (and is paid nothing).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,9 +46,14 @@ from quorumbench.db.models import (
     Task,
 )
 from quorumbench.db.pool_models import Pool, PoolEntry
+from quorumbench.errors import DataError, QuorumError
+from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
+from quorumbench.services.benchmarks import loaded
 from quorumbench.services.chance import chance_sum
 from quorumbench.services.context import ServerContext
+
+log = logging.getLogger("quorumbench.pools")
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,30 @@ def _base_draw(task: Any) -> tuple[list[str], list[float]] | None:
     return ids[:k], [float(s) for s in scores[:k]]
 
 
+def pool_chance_sum(ctx: ServerContext, task: Any, ids: Sequence[str]) -> float | None:
+    """The chance sum of ``ids`` of the task's benchmark (``services/chance.chance_sum``),
+    loading that benchmark version when this process holds none (a pool's tick, not a
+    finalization, so loading is fine here); None when its data cannot be loaded."""
+    level = chance_sum(ctx, task, ids)
+    if level is not None:
+        return level
+    try:
+        bench = loaded(ctx, task.name, task.version)
+        if (bench.version, bench.dataset_sha256) != (task.version, task.dataset_sha256):
+            raise DataError(f"{task.name} v{task.version} is not the version this server has")
+        return sum(s.chance for s in bench.samples(list(ids)))
+    except (KeyError, IndexError, ValueError, QuorumError) as exc:
+        event(
+            log,
+            "pool.chance_unknown",
+            level=logging.WARNING,
+            benchmark=task.name,
+            version=task.version,
+            reason=str(exc)[:300],
+        )
+        return None
+
+
 def pool_standings(
     ctx: ServerContext,
     session: Executor,
@@ -168,7 +200,7 @@ def pool_standings(
         acc = sums.setdefault(entry.id, _Sums())
         acc.n += len(ids)
         acc.total += sum(scores)
-        level = chance_sum(ctx, task, ids)
+        level = pool_chance_sum(ctx, task, ids)
         acc.chance = None if acc.chance is None or level is None else acc.chance + level
     out = []
     for entry in entries:

@@ -13,10 +13,12 @@ Each tick, for every active pool (idempotent, and safe on several replicas at on
   final standing (``final_standing``, ``ended_at``): the board as of the cut-off, so the
   last epochs' tasks may still finalize and a late tick freezes the same standing as an
   early one. ``settle_after`` = cut-off + ``QB_POOL_DISPUTE_WINDOW_S``; a conditional
-  update (``WHERE ended_at IS NULL``) lets one replica freeze it. A pool that
-  committed to a held-out final split still ends on its pool board: scoring the
-  held-out data by the runners is not built yet, and its payout record says so
-  (``final_split.used`` false).
+  update (``WHERE ended_at IS NULL``) lets one replica freeze it.
+* **A held-out final split** (``services/pool_final.py``): a pool that committed to
+  one waits for its funder's reveal until the reveal deadline; once revealed, the
+  tick makes the held-out tasks (once) and freezes the standing on them when they
+  are all final or at their deadline (``settle_after`` = that cut-off + the dispute
+  window). Unrevealed by the deadline, the pool ends on its pool board as above.
 * **Settlement**, once ``settle_after`` has passed, in ONE transaction: the pool's row
   locked (``FOR UPDATE`` on PostgreSQL; a SQLite write transaction holds the whole
   database), its status checked again (``active``), the allocation
@@ -45,11 +47,16 @@ from quorumbench.errors import QuorumError
 from quorumbench.logs import event
 from quorumbench.services import ledger, publiclog
 from quorumbench.services.context import ServerContext
-from quorumbench.services.pool_board import board, entry_views, standing_json
+from quorumbench.services.pool_board import board, entry_views, rows_of, standing_json
+from quorumbench.services.pool_final import (
+    held_out_cutoff,
+    held_out_standings,
+    reveal_deadline,
+    schedule_final,
+    split_record,
+)
 
 log = logging.getLogger("quorumbench.pools")
-
-HELD_OUT_NOT_BUILT = "held-out evaluation by runners is not built yet"
 
 
 @dataclass(frozen=True)
@@ -64,9 +71,10 @@ class PoolTickReport:
         return self.snapshots + self.joins_closed + self.ended + self.settled
 
 
-def pool_tick(ctx: ServerContext) -> PoolTickReport:
-    """One pass over the active pools (module docstring). A pool whose step fails is
-    logged and left for the next tick; the others go on."""
+def pool_tick(ctx: ServerContext, epoch_id: int) -> PoolTickReport:
+    """One pass over the active pools (module docstring); ``epoch_id`` is the current
+    epoch's (held-out tasks are made in it). A pool whose step fails is logged and left
+    for the next tick; the others go on."""
     now = ctx.now()
     with ctx.db.read() as session:
         pools = list(
@@ -80,7 +88,10 @@ def pool_tick(ctx: ServerContext) -> PoolTickReport:
             counts[0] += take_snapshots(ctx, pool, now)
             if pool.joins_closed_at is None and now >= pool.join_deadline:
                 counts[1] += _close_joins(ctx, pool.id, now)
-            if pool.ended_at is None and now >= standing_cutoff(ctx, pool):
+            if pool.ended_at is None and pool.final_benchmark_id is not None:
+                counts[2] += schedule_final(ctx, pool, epoch_id)
+                counts[2] += freeze_held_out(ctx, pool.id, now)
+            elif pool.ended_at is None and now >= board_cutoff(ctx, pool):
                 counts[2] += freeze(ctx, pool, now)
             counts[3] += settle(ctx, pool.id)
         except QuorumError as exc:
@@ -145,8 +156,18 @@ def _close_joins(ctx: ServerContext, pool_id: int, now: datetime) -> int:
 
 
 def standing_cutoff(ctx: ServerContext, pool: Pool) -> datetime:
-    """The final standing's cut-off: the pool's end + the finalize grace."""
+    """The final standing's cut-off on the pool board: the pool's end + the finalize
+    grace."""
     return pool.ends_at + timedelta(seconds=ctx.settings.pool_finalize_grace_s)
+
+
+def board_cutoff(ctx: ServerContext, pool: Pool) -> datetime:
+    """When the pool board may be frozen as the final standing: its cut-off, and for a
+    pool that committed to a held-out split (not revealed), its reveal deadline too."""
+    cutoff = standing_cutoff(ctx, pool)
+    if pool.final_sha256 is None:
+        return cutoff
+    return max(cutoff, reveal_deadline(ctx, pool))
 
 
 def freeze(ctx: ServerContext, pool: Pool, now: datetime) -> int:
@@ -155,14 +176,19 @@ def freeze(ctx: ServerContext, pool: Pool, now: datetime) -> int:
     finalize grace; the same standing whichever tick, late or early, freezes it); 1
     when this call froze it."""
     cutoff = standing_cutoff(ctx, pool)
-    if now < cutoff:
+    if now < board_cutoff(ctx, pool) or pool.final_benchmark_id is not None:
         return 0
     window = timedelta(seconds=ctx.settings.pool_dispute_window_s)
     with ctx.db.write_connection() as conn:
         standing = standing_json(board(ctx, conn, pool, entry_views(conn, pool.id), cutoff))
         done = conn.execute(
             update(Pool)
-            .where(Pool.id == pool.id, Pool.ended_at.is_(None), Pool.status == "active")
+            .where(
+                Pool.id == pool.id,
+                Pool.ended_at.is_(None),
+                Pool.status == "active",
+                Pool.final_benchmark_id.is_(None),  # a reveal just now: the held-out decides
+            )
             .values(
                 ended_at=now,
                 standing_at=cutoff,
@@ -173,6 +199,38 @@ def freeze(ctx: ServerContext, pool: Pool, now: datetime) -> int:
     frozen = done.rowcount or 0
     if frozen:
         event(log, "pool.ended", pool=pool.id, entries=len(standing))
+    return frozen
+
+
+def freeze_held_out(ctx: ServerContext, pool_id: int, now: datetime) -> int:
+    """Freeze the held-out standing once its cut-off is known
+    (``pool_final.held_out_cutoff``: every held-out task final, or the deadline); 1
+    when this call froze it."""
+    window = timedelta(seconds=ctx.settings.pool_dispute_window_s)
+    with ctx.db.write() as session:
+        pool = session.get(Pool, pool_id, populate_existing=True)
+        if pool is None or pool.ended_at is not None or pool.status != "active":
+            return 0
+        conn = session.connection()
+        cutoff = held_out_cutoff(conn, pool, now)
+        if cutoff is None:
+            return 0
+        entries = entry_views(conn, pool.id)
+        standings, _ = held_out_standings(ctx, conn, pool, entries, cutoff)
+        standing = standing_json(rows_of(standings, entries))
+        done = conn.execute(
+            update(Pool)
+            .where(Pool.id == pool.id, Pool.ended_at.is_(None), Pool.status == "active")
+            .values(
+                ended_at=now,
+                standing_at=cutoff,
+                final_standing=standing,
+                settle_after=cutoff + window,
+            )
+        )
+        frozen = done.rowcount or 0
+    if frozen:
+        event(log, "pool.ended", pool=pool_id, entries=len(standing), held_out=True)
     return frozen
 
 
@@ -190,15 +248,15 @@ def _standings(stored: list[dict[str, Any]]) -> list[Standing]:
     ]
 
 
-def _final_split(pool: Pool) -> dict[str, Any] | None:
+def _final_split(ctx: ServerContext, conn: Any, pool: Pool) -> dict[str, Any] | None:
+    """The payout record's ``final_split`` (``pool_final.split_record``)."""
     if pool.final_sha256 is None:
         return None
-    return {
-        "sha256": pool.final_sha256,
-        "url": pool.final_url,
-        "used": False,
-        "why": HELD_OUT_NOT_BUILT,
-    }
+    if pool.final_benchmark_id is None or pool.standing_at is None:
+        deadline = reveal_deadline(ctx, pool).isoformat()
+        return split_record(pool, None, f"not revealed by its deadline ({deadline})")
+    _, counted = held_out_standings(ctx, conn, pool, entry_views(conn, pool.id), pool.standing_at)
+    return split_record(pool, counted, None)
 
 
 def settle(ctx: ServerContext, pool_id: int) -> int:
@@ -272,7 +330,7 @@ def settle(ctx: ServerContext, pool_id: int) -> int:
             )
             if pool.standing_at is not None:  # which finalized tasks the standing counts
                 record["payout"]["standing_at"] = pool.standing_at.isoformat()
-            split = _final_split(pool)
+            split = _final_split(ctx, conn, pool)
             if split is not None:
                 record["payout"]["final_split"] = split
             index = publiclog.append(ctx, conn, None, record, now)

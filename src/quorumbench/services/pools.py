@@ -52,6 +52,7 @@ from quorumbench.services.pool_board import (
     entry_views,
     rows_from_json,
 )
+from quorumbench.services.pool_final import FinalProgress, final_state, progress, reveal
 from quorumbench.services.pool_spec import PoolSpec, checked
 
 __all__ = [
@@ -95,6 +96,9 @@ class PoolView:
     period_s: int
     final_sha256: str | None
     final_url: str | None
+    final_state: str
+    """The held-out split's state (``services/pool_final.STATES``): ``none``,
+    ``awaiting_reveal``, ``evaluating``, ``frozen`` or ``not_revealed``."""
     status: str
     phase: str
     """``upcoming`` | ``open`` (joins open) | ``running`` (joins closed) | ``ended``
@@ -119,6 +123,8 @@ class PoolDetail:
     """Snapshots, oldest first: ``{"period", "taken_at", "standing": [...]}``."""
     payout_record: dict[str, Any] | None
     """The settled record as logged, with its ``log_index`` (None before settlement)."""
+    final: FinalProgress
+    """The held-out split's progress (``services/pool_final.py``)."""
 
 
 # --- views ------------------------------------------------------------------------
@@ -142,7 +148,7 @@ def joins_open(pool: Pool, now: datetime) -> bool:
     return pool.status == "active" and pool.joins_closed_at is None and now < pool.join_deadline
 
 
-def _view(pool: Pool, funder: str, n_entries: int, now: datetime) -> PoolView:
+def _view(ctx: ServerContext, pool: Pool, funder: str, n_entries: int, now: datetime) -> PoolView:
     return PoolView(
         id=pool.id,
         title=pool.title,
@@ -162,6 +168,7 @@ def _view(pool: Pool, funder: str, n_entries: int, now: datetime) -> PoolView:
         period_s=pool.period_s,
         final_sha256=pool.final_sha256,
         final_url=pool.final_url,
+        final_state=final_state(ctx, pool, now),
         status=pool.status,
         phase=phase_of(pool, now),
         created_at=pool.created_at,
@@ -172,10 +179,10 @@ def _view(pool: Pool, funder: str, n_entries: int, now: datetime) -> PoolView:
     )
 
 
-def _pool_view(session: Session, pool: Pool, now: datetime) -> PoolView:
+def _pool_view(ctx: ServerContext, session: Session, pool: Pool, now: datetime) -> PoolView:
     funder = session.scalar(select(Account.name).where(Account.id == pool.funder_id)) or ""
     n = session.scalar(select(func.count()).where(PoolEntry.pool_id == pool.id)) or 0
-    return _view(pool, funder, int(n), now)
+    return _view(ctx, pool, funder, int(n), now)
 
 
 def _get(session: Session, pool_id: int, *, lock: bool = False) -> Pool:
@@ -256,7 +263,7 @@ def create_pool(
             raise InvalidSpecError(f"funds: {exc}") from exc
         if record is not None:
             record(session, pool.id)
-        return _view(pool, principal.name, 0, now)
+        return _view(ctx, pool, principal.name, 0, now)
 
 
 # --- reading ----------------------------------------------------------------------
@@ -278,7 +285,7 @@ def list_pools(ctx: ServerContext, *, phase: str | None = None) -> list[PoolView
             .join(Account, Account.id == Pool.funder_id)
             .order_by(Pool.id.desc())
         ).all()
-    views = [_view(pool, name, int(counts.get(pool.id, 0)), now) for pool, name in rows]
+    views = [_view(ctx, pool, name, int(counts.get(pool.id, 0)), now) for pool, name in rows]
     return [v for v in views if phase is None or v.phase == phase]
 
 
@@ -306,8 +313,9 @@ def get_pool(ctx: ServerContext, pool_id: int) -> PoolDetail:
     now = ctx.now()
     with ctx.db.read() as session:
         pool = _get(session, pool_id)
-        view = _pool_view(session, pool, now)
+        view = _pool_view(ctx, session, pool, now)
         entries = entry_views(session, pool.id)
+        final = progress(ctx, session, pool, now)
         if pool.final_standing is not None:
             rows = rows_from_json(pool.final_standing, entries)
         else:
@@ -323,7 +331,7 @@ def get_pool(ctx: ServerContext, pool_id: int) -> PoolDetail:
     ]
     record = None if paid is None else {**paid.record, "log_index": paid.log_index}
     payouts = _paid(paid.record) if paid is not None else preview(pool, rows)
-    return PoolDetail(view, entries, rows, payouts, history, record)
+    return PoolDetail(view, entries, rows, payouts, history, record, final)
 
 
 # --- joining ----------------------------------------------------------------------
@@ -469,37 +477,14 @@ def cancel_pool(ctx: ServerContext, principal: Principal, pool_id: int, reason: 
         pool.cancelled_at = now
         pool.cancel_reason = why
         session.flush()
-        return _pool_view(session, pool, now)
+        return _pool_view(ctx, session, pool, now)
 
 
-def reveal_final(ctx: ServerContext, principal: Principal, pool_id: int, url: str) -> PoolView:
-    """The funder reveals the held-out final dataset's URL once the pool has ended.
-
-    The server stores the URL next to the SHA-256 published at creation; it fetches
-    nothing (scoring the held-out split by the runners is not built yet: the final
-    standing is the pool board at the end, and the payout record says so)."""
+def reveal_final(ctx: ServerContext, principal: Principal, pool_id: int, spec: object) -> PoolView:
+    """The funder reveals the held-out final dataset as a benchmark spec once the pool
+    has ended (``services/pool_final.reveal``): the server fetches it, checks it hashes
+    to the commitment, and the runners evaluate every entry on it."""
     principal.require(SCOPE)
-    text = url.strip() if isinstance(url, str) else ""
-    if not text.startswith("https://") or len(text) > 2000 or any(c.isspace() for c in text):
-        raise InvalidSpecError(
-            "the held-out data's URL is one https:// URL (2,000 characters at most)"
-        )
-    now = ctx.now()
-    with ctx.db.write() as session:
-        pool = _get(session, pool_id, lock=True)
-        if pool.funder_id != principal.account_id:
-            raise PermissionDeniedError("only the pool's funder reveals its held-out data")
-        if pool.final_sha256 is None:
-            raise ConflictError(f"pool {pool_id} committed to no held-out final split")
-        if pool.status == "cancelled":
-            raise ConflictError(f"pool {pool_id} is cancelled")
-        if pool.final_url is not None:
-            raise ConflictError(f"pool {pool_id}'s held-out data was revealed already")
-        if now < pool.ends_at:
-            raise ConflictError(
-                f"the held-out data is revealed at the end ({pool.ends_at.isoformat()}), "
-                "not before: nobody may train on it"
-            )
-        pool.final_url = text
-        session.flush()
-        return _pool_view(session, pool, now)
+    reveal(ctx, principal.account_id, pool_id, spec)
+    with ctx.db.read() as session:
+        return _pool_view(ctx, session, _get(session, pool_id), ctx.now())

@@ -106,6 +106,7 @@ _TASK = (
         Task.canary,
         Task.purpose,
         Task.plan_id,
+        Task.pool_id,
         Model.id.label("model_id"),
         Model.ref,
         Benchmark.name,
@@ -169,13 +170,14 @@ def log_entry(
             "quorum": task.quorum,
             "n_samples": task.n_samples,
             "sample_ids": task.sample_ids,
-            # a deepen task's samples are a plan's, not the epoch seed's (epoch tasks'
-            # entries are as they always were)
+            # a deepen task's samples are a plan's, a held-out task's its pool's, not
+            # the epoch seed's (epoch tasks' entries are as they always were)
             **(
                 {}
                 if task.purpose == TASK_EPOCH
                 else {"purpose": task.purpose, "plan": task.plan_id}
             ),
+            **({} if task.pool_id is None else {"pool": task.pool_id}),
         },
         "results": [
             {

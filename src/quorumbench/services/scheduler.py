@@ -375,7 +375,7 @@ def tick(ctx: ServerContext) -> TickReport:
         ctx.fruitless_plan = None if created else found  # nothing fit: wait for a change
     expired = ctx.queue.expire(now)
     published = publish_overdue_canaries(ctx, now)
-    pools = pool_tick(ctx).changes
+    pools = pool_tick(ctx, epoch.id).changes
     return TickReport(epoch.id, created, expired, published, pools)
 
 

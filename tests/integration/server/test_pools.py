@@ -25,7 +25,7 @@ from quorumbench.errors import (
 )
 from quorumbench.services import ledger, pools, publiclog
 from quorumbench.services.pool_ticks import pool_tick, settle
-from quorumbench.services.scheduler import tick
+from quorumbench.services.scheduler import ensure_epoch, tick
 
 from .conftest import hub_ref
 from .pool_world import DAY1, World, spec
@@ -339,7 +339,7 @@ def test_two_replicas_ticking_at_once_store_each_snapshot_once(make_ctx, sums_sp
 
         def run(ctx):
             start.wait()
-            reports.append(pool_tick(ctx))
+            reports.append(pool_tick(ctx, ensure_epoch(ctx, ctx.now()).id))
 
         threads = [threading.Thread(target=run, args=(c,)) for c in (world.ctx, other)]
         for t in threads:

@@ -3,6 +3,7 @@ held-out final dataset (``services/pools.py``). Amounts are integers in minor un
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
@@ -11,6 +12,7 @@ from quorumbench.api.deps import Context, Writer
 from quorumbench.api.params import RowId
 from quorumbench.api.pool_schemas import (
     CancelIn,
+    FinalProgressOut,
     JoinIn,
     PayoutOut,
     Phase,
@@ -87,6 +89,7 @@ def pool_out(pool: PoolView) -> PoolOut:
         period_s=pool.period_s,
         final_sha256=pool.final_sha256,
         final_url=pool.final_url,
+        final_state=pool.final_state,
         status=pool.status,
         phase=pool.phase,
         created_at=pool.created_at,
@@ -183,6 +186,7 @@ def get_pool(pool_id: RowId, ctx: Context) -> PoolDetailOut:
         ],
         history=list(found.history),
         payout_record=found.payout_record,
+        final=FinalProgressOut(**asdict(found.final)),
         verify=verify_text(found.pool, found.payout_record),
     )
 
@@ -207,8 +211,10 @@ def cancel_pool(pool_id: RowId, body: CancelIn, ctx: Context, principal: Writer)
 
 @router.post("/{pool_id}/reveal", response_model=PoolOut)
 def reveal_final_data(pool_id: RowId, body: RevealIn, ctx: Context, principal: Writer) -> PoolOut:
-    """The funder reveals the URL of the held-out final dataset once the pool has ended
-    (needs ``model:register``); anyone can check its bytes against the SHA-256 published
-    at creation. The server stores the URL and fetches nothing."""
+    """The funder reveals the held-out final dataset as a benchmark spec, after the end
+    and before the reveal deadline (needs ``model:register``). The server fetches it
+    (public addresses only, size-limited), checks that it hashes to the ``final_sha256``
+    published at creation and checks every row; the runners then evaluate every entry
+    on it, and the final standing is computed on it. Every refusal stores nothing."""
     principal.require(SCOPE)
-    return pool_out(pools.reveal_final(ctx, principal, pool_id, body.url))
+    return pool_out(pools.reveal_final(ctx, principal, pool_id, body.spec))
