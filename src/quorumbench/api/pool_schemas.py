@@ -147,7 +147,8 @@ class RevealIn(BaseModel):
         "``POST /v0/benchmarks``, docs/custom-benchmarks.md): ``data.url`` where it is "
         "(https, or a Hub file at a pinned commit) and ``data.sha256`` the pool's "
         "``final_sha256``. Its ``name`` and ``version`` are set by the server "
-        "(``pool-<id>-final``, 1); ``pillar`` and ``labels`` are optional.",
+        "(``pool-<id>-final``, 1); the rest is as for a created benchmark (``labels`` "
+        "included), but ``pillar`` is optional.",
         examples=[
             {
                 "format": "jsonl",
@@ -156,6 +157,7 @@ class RevealIn(BaseModel):
                 "prompt": "{question}",
                 "choices_field": "choices",
                 "answer_field": "answer",
+                "labels": {"skill": "reasoning", "subject": "science/math"},
             }
         ],
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -20,7 +21,7 @@ from rich.text import Text
 
 from quorumbench.cli._console import cell
 from quorumbench.cli.model_cmd import JsonOption, ServerOption, emit_json, stdout_console
-from quorumbench.errors import ConfigError
+from quorumbench.errors import ConfigError, InvalidSpecError
 
 pool_app = typer.Typer(
     help="Prize pools: create (funds into escrow), list, show the board and payouts, join "
@@ -218,9 +219,30 @@ def payouts_table(detail: dict[str, Any]) -> Table:
     return table
 
 
+_HELD_OUT = {
+    "awaiting_reveal": "held-out split: awaiting the funder's reveal (by {reveal_by})",
+    "evaluating": "held-out split: {done} of {tasks} held-out tasks agreed, {final} final; "
+    "the standing is taken when all are final or at {deadline}",
+    "frozen": "held-out split: the final standing is the held-out one "
+    "({done} of {tasks} tasks agreed)",
+    "not_revealed": "held-out split: not revealed by {reveal_by}; the pool board decides",
+}
+
+
+def _held_out_line(final: dict[str, Any]) -> str:
+    template = _HELD_OUT.get(str(final.get("state")))
+    if template is None:
+        return ""
+    values = {k: _time(v) if k in ("reveal_by", "deadline") else v for k, v in final.items()}
+    return template.format(**values)
+
+
 def print_detail(detail: dict[str, Any], server: str) -> None:
     console = stdout_console()
     console.print(pool_table(detail["pool"], server))
+    line = _held_out_line(detail.get("final") or {})
+    if line:
+        console.print(line)
     console.print(board_table(detail))
     console.print(payouts_table(detail))
     if detail["history"]:
@@ -412,25 +434,58 @@ def cancel_command(
     )
 
 
+def _reveal_body(path: Path, pool_id: int) -> dict[str, Any]:
+    """The spec file as the server takes it (its name and version are the server's),
+    checked here first."""
+    import yaml
+
+    from quorumbench.evaluation.spec import parse_spec
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InvalidSpecError(f"{path}: cannot read it as YAML or JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise InvalidSpecError(f"{path}: a benchmark spec is a mapping of keys to values")
+    raw = {**raw, "name": f"pool-{pool_id}-final", "version": 1}
+    spec = parse_spec(raw, str(path))
+    if spec.data.url is None:
+        raise InvalidSpecError(
+            f"{path}: data.url: give the URL the held-out data is at (https://, or "
+            "hf://datasets/<repo>@<commit>/<path>): the server and the runners fetch it"
+        )
+    return spec.model_dump(mode="json", exclude_none=True)
+
+
 def reveal_command(
     pool_id: IdArgument,
-    url: Annotated[str, typer.Argument(help="The held-out final dataset's https URL.")],
+    spec_file: Annotated[
+        Path,
+        typer.Argument(
+            help="The held-out data as a benchmark spec (.yaml, .yml or .json) whose "
+            "data.url is where it is and data.sha256 the pool's commitment."
+        ),
+    ],
     as_json: JsonOption = False,
     server: ServerOption = DEFAULT_SERVER,
 ) -> None:
-    """Reveal the URL of your pool's held-out final dataset (the funder, after the end).
-    The server stores it and fetches nothing: anyone can check its bytes against the
-    SHA-256 published at creation."""
+    """Reveal your pool's held-out final dataset (the funder, after the end and before
+    the reveal deadline). The server fetches it and checks it hashes to the SHA-256
+    published at creation; the runners then evaluate every entry on it, and the final
+    standing is computed on it."""
     from quorumbench.cli._http import Api
 
+    body = {"spec": _reveal_body(spec_file, pool_id)}
     with Api(server) as api:
-        pool = api.post(f"/v0/pools/{pool_id}/reveal", {"url": url})
+        pool = api.post(f"/v0/pools/{pool_id}/reveal", body)
     if as_json:
         emit_json(pool)
         return
     stdout_console().print(
         Text.assemble(
-            ("revealed", "bold"), f": pool {pool['id']}'s final data at {pool['final_url']}"
+            ("revealed", "bold"),
+            f": pool {pool['id']}'s held-out data at {pool['final_url']}; the runners now "
+            f"evaluate every entry on it (`quorumbench pool show {pool['id']}`)",
         )
     )
 

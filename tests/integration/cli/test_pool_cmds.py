@@ -105,7 +105,7 @@ def pool_owner_id(world: World) -> int:
     return found
 
 
-def test_refusals_are_one_line_and_exit_1(world):
+def test_refusals_are_one_line_and_exit_1(world, tmp_path):
     too_much = world.cli(
         *("pool", "create", "--title", "t", "--funds", str(MINTED + 1), "-b", "arith"),
         *("--ends", "+2d"),
@@ -137,8 +137,23 @@ def test_refusals_are_one_line_and_exit_1(world):
     pool = _create(world)
     not_mine = world.cli("pool", "join", str(pool["id"]), "nothing-here", who="other")
     assert not_mine.exit_code == 1 and "error:" in not_mine.output
-    reveal = world.cli("pool", "reveal", str(pool["id"]), "https://example.org/f", who="other")
+    final = tmp_path / "final.yaml"
+    final.write_text(
+        "format: exact-match\n"
+        "data: {url: 'https://example.org/f.jsonl', sha256: '" + "a" * 64 + "'}\n"
+        "prompt: {version: 1, template: '{q}'}\n"
+        "answer_field: a\n"
+        "labels: {skill: reasoning, subject: science/math}\n"
+    )
+    reveal = world.cli("pool", "reveal", str(pool["id"]), str(final), who="other")
     assert reveal.exit_code == 1 and "does not allow it" in reveal.output
+    local = tmp_path / "local.yaml"
+    local.write_text(
+        final.read_text().replace("url: 'https://example.org/f.jsonl'", "path: f.jsonl")
+    )
+    refused = world.cli("pool", "reveal", str(pool["id"]), str(local), who="other")
+    assert refused.exit_code == 1 and "data.url" in refused.output
+    assert world.cli("pool", "reveal", str(pool["id"]), "nope.yaml", who="other").exit_code == 1
     assert ledger.balance(world.ctx, ledger.account_holder(pool_owner_id(world))) == (
         MINTED - 20_000
     )

@@ -503,12 +503,12 @@ def funded_only(caller: Caller) -> tuple[bool, Expect] | None:
 
 
 def funder_only(caller: Caller) -> tuple[bool, Expect] | None:
-    """alice (the funder, ``model:register``) reveals her ended pool's final data;
-    anyone else (an admin too) 403."""
+    """alice (the funder, ``model:register``) reveals her ended pool's final data (as
+    far as the SSRF guard: it is on a private address); anyone else (an admin too) 403."""
     if caller.account is None or not caller.holds("model:register"):
         return None
     if caller.account == OWNER:
-        return True, Expect(frozenset({200}))
+        return True, Expect(frozenset({422}))
     return False, Expect(frozenset({403}), ("funder",))
 
 
@@ -780,6 +780,10 @@ PRIVATE_SPEC = {
     "answer_field": "a",
     "labels": {"skill": "reasoning", "subject": "science/math"},
 }
+FINAL_SPEC = {k: v for k, v in PRIVATE_SPEC.items() if k not in ("name", "version")} | {
+    "data": {"url": "https://127.0.0.1/final.jsonl", "sha256": "e" * 64}
+}
+"""The ended pool's held-out data, on a private address (its commitment is ``e`` × 64)."""
 CREATE = ("benchmark:create",)
 SUBMIT = ("task:submit",)
 PULL = ("task:pull",)
@@ -1144,9 +1148,10 @@ VARIANTS: list[Variant] = [
         "alice's ended pool",
         REGISTER,
         lambda facts, caller: Request(
-            f"/v0/pools/{facts.pools['ended']}/reveal", None, {"url": "https://example.org/f"}
+            f"/v0/pools/{facts.pools['ended']}/reveal", None, {"spec": FINAL_SPEC}
         ),
         rule=funder_only,
+        check=refused_as("url-not-allowed"),
     ),
     Variant("GET", "/v0/epochs/current", "current", PUBLIC, fixed("/v0/epochs/current")),
     Variant(

@@ -20,7 +20,6 @@ from quorumbench.db.pool_models import LedgerEntry, PoolPayout, PoolSnapshot
 from quorumbench.errors import (
     ConflictError,
     InsufficientFundsError,
-    InvalidSpecError,
     PermissionDeniedError,
 )
 from quorumbench.services import ledger, pools, publiclog
@@ -262,12 +261,19 @@ def test_concurrent_funding_cannot_overspend(make_ctx, sums_spec, db_url):
         world.close()
 
 
-def test_late_joiners_get_fewer_epochs_on_the_same_items_and_a_revealed_split_is_logged(
+def test_late_joiners_get_fewer_epochs_on_the_same_items_and_an_unrevealed_split_is_logged(
     make_ctx, sums_spec, db_url, clock
 ):
     # tiers of 4 and 8 samples: equal models overlap and get 8-sample tasks once they
     # have 8 samples; the pool counts each epoch's base draw (4) only
-    world = World(make_ctx, sums_spec, db_url, depth_tiers=[8], pool_dispute_window_s=3600)
+    world = World(
+        make_ctx,
+        sums_spec,
+        db_url,
+        depth_tiers=[8],
+        pool_dispute_window_s=3600,
+        pool_reveal_window_s=0,
+    )
     try:
         ctx = world.ctx
         world.mint("funder", 1000)
@@ -300,27 +306,26 @@ def test_late_joiners_get_fewer_epochs_on_the_same_items_and_a_revealed_split_is
         assert [r.rank for r in board] == [1, 1]  # tied: neither is ahead
         assert [p.amount for p in pools.get_pool(ctx, made.id).payouts] == [500, 500]
 
+        final = {"format": "exact-match", "data": {"url": "https://example.org/final.jsonl"}}
         with pytest.raises(ConflictError, match="at the end"):
-            pools.reveal_final(ctx, world.who("funder"), made.id, "https://example.org/final")
+            pools.reveal_final(ctx, world.who("funder"), made.id, final)
         clock.now = made.ends_at + timedelta(seconds=5)
-        tick(ctx)  # ended, frozen, settlement waits an hour
+        tick(ctx)  # no reveal window here: ended on the pool board, settlement waits an hour
+        assert pools.get_pool(ctx, made.id).final.state == "not_revealed"
         with pytest.raises(PermissionDeniedError):
-            pools.reveal_final(ctx, world.who("ben"), made.id, "https://example.org/final")
-        with pytest.raises(InvalidSpecError):
-            pools.reveal_final(ctx, world.who("funder"), made.id, "http://example.org/final")
-        shown = pools.reveal_final(ctx, world.who("funder"), made.id, "https://example.org/final")
-        assert shown.final_url == "https://example.org/final"
-        with pytest.raises(ConflictError, match="already"):
-            pools.reveal_final(ctx, world.who("funder"), made.id, "https://example.org/other")
+            pools.reveal_final(ctx, world.who("ben"), made.id, final)
+        with pytest.raises(ConflictError, match="had to be revealed by"):
+            pools.reveal_final(ctx, world.who("funder"), made.id, final)
         clock.advance(3600)
         tick(ctx)
         record = pools.get_pool(ctx, made.id).payout_record
         assert record is not None
+        deadline = made.ends_at.isoformat()
         assert record["payout"]["final_split"] == {
             "sha256": held_out,
-            "url": "https://example.org/final",
+            "url": None,
             "used": False,
-            "why": "held-out evaluation by runners is not built yet",
+            "why": f"not revealed by its deadline ({deadline})",
         }
         assert world.balance("ana") == world.balance("ben") == 500
     finally:

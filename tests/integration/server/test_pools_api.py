@@ -287,11 +287,20 @@ def test_only_an_admin_cancels_and_the_escrow_goes_back(world):
 def test_only_the_funder_reveals(world):
     pool = create(world, final_sha256="a" * 64)
     path = f"/v0/pools/{pool['id']}/reveal"
-    url = {"url": "https://example.org/final.jsonl"}
-    assert_problem(world.post(path, url, "bob"), 403, "forbidden")
-    assert_problem(
-        world.post(path, {"url": "http://example.org/x"}, "alice"), 422, "invalid-request"
+    final = {
+        "spec": {
+            "format": "exact-match",
+            "data": {"url": "https://example.org/final.jsonl", "sha256": "a" * 64},
+            "prompt": {"version": 1, "template": "{q}"},
+            "answer_field": "a",
+            "labels": {"skill": "reasoning", "subject": "science/math"},
+        }
+    }
+    assert_problem(world.post(path, final, "bob"), 403, "forbidden")
+    assert_problem(  # the old body (a URL alone) is refused
+        world.post(path, {"url": "https://example.org/x"}, "alice"), 422, "invalid-request"
     )
+    assert_problem(world.post(path, final, "alice"), 409, "conflict", "at the end")
     detail = world.client.get(f"/v0/pools/{pool['id']}").json()
     assert detail["pool"]["final_url"] is None and detail["pool"]["final_sha256"] == "a" * 64
 
