@@ -178,3 +178,18 @@ def test_combined_interval_needs_positive_weights():
     for parts in ([], [(0.0, 0.5, 0.4, 0.6)]):
         with pytest.raises(ValueError, match="positive weights"):
             combined_interval(parts)
+
+
+@pytest.mark.parametrize(
+    ("x", "a", "b", "want"),
+    [
+        # symmetric: one half at the middle (7e-13 off before the Stirling form)
+        (0.5, 626.75, 626.75, 0.5),
+        (0.5, 10.0, 10.0, 0.5),
+        # mpmath's betainc at 40 digits
+        (0.00277265895913926, 4.253571780489945, 1686.3349917764601, 0.6422159385563813),
+        (0.992464536565177, 1192.1932952389989, 9.406464685964856, 0.5034324431726858),
+    ],
+)
+def test_large_shapes_keep_full_precision(x, a, b, want):
+    assert regularized_beta(x, a, b) == pytest.approx(want, abs=2e-14)
