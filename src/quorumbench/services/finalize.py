@@ -21,6 +21,7 @@ from quorumbench.core.consensus import Verdict
 from quorumbench.core.leaderboard import Accumulator
 from quorumbench.db.models import (
     TASK_EPOCH,
+    TASK_POOL_FINAL,
     ConsensusOutcome,
     LeaderboardEntry,
     Result,
@@ -129,7 +130,8 @@ def _publish_done(
     )
     _update_reputation(ctx, conn, counted, verdict)
     _update_leaderboard(ctx, conn, task_row, verdict, chance, now)
-    fold_task(ctx, conn, task.id, task_row, verdict, now)  # the ask cache (label sets)
+    if task_row.purpose != TASK_POOL_FINAL:  # a pool's held-out data answers no plan
+        fold_task(ctx, conn, task.id, task_row, verdict, now)  # the ask cache (label sets)
     _log_final(ctx, conn, task, verdict, now)
     task.note("task.finalized", status=TaskStatus.DONE, round=task.round, score=verdict.score)
 

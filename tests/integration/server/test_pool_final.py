@@ -179,12 +179,15 @@ def test_the_final_standing_is_computed_on_the_revealed_held_out_split(
         detail = world.api.get(f"/v0/pools/{made.id}").json()
         assert detail["final"]["state"] == "evaluating" and detail["final"]["tasks"] == 6
         assert detail["final"]["done"] == 0
+        page = world.api.get(f"/pools/{made.id}").text
+        assert "0 of 6 held-out tasks agreed" in page and url in page
 
         world.run_all({one: 0.2, two: 0.7})  # ...but ben is better on the held-out data
         clock.advance(60)
         tick(ctx)
         found = pools.get_pool(ctx, made.id)
         assert found.pool.final_state == "frozen"
+        assert "the held-out one (6 of 6 tasks agreed)" in world.api.get(f"/pools/{made.id}").text
         assert [r.entry.model_id for r in found.board] == [two, one]
         assert [r.standing.n_samples for r in found.board] == [30, 30]
         assert [round(r.standing.score, 9) for r in found.board] == [0.7, 0.2]
