@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -219,13 +219,58 @@ class FailureReport(_FromRunner):
 
 
 class Machine(_SetFieldsOnly):
-    """The runner's machine (``evaluation/environment.py``)."""
+    """The runner's machine (``evaluation/environment.py``). Fields added later are
+    left out when not given, so older results hash as they did."""
 
     os: str | None = None
     machine: str | None = None
     processor: str | None = None
     cpu_count: int | None = None
     memory_bytes: int | None = None
+    cpu_model: str | None = Field(None, description="The CPU's model name (/proc/cpuinfo).")
+    gpu_name: str | None = Field(None, description="The GPU the model ran on, if any.")
+    gpu_count: int | None = Field(None, ge=0)
+    gpu_memory_bytes: int | None = Field(None, ge=0, description="That GPU's total memory.")
+    gpu_driver: str | None = None
+    cuda_version: str | None = None
+
+
+EnergyMethod = Literal["rapl", "nvml", "estimate", "none"]
+"""How a result's energy was measured (docs/efficiency.md): Linux powercap counters,
+NVIDIA's NVML, an estimate (CPU TDP × utilisation), or not at all."""
+
+
+class Measurements(_SetFieldsOnly):
+    """What the runner measured around one evaluation (docs/efficiency.md). Every number
+    comes with how it was taken; a reading that was not available is absent (or
+    ``energy_method: "none"``), never invented. Hardware data: never part of a score's
+    consensus or the ranking."""
+
+    wall_s: float | None = Field(None, ge=0, description="Wall time of the evaluation.")
+    energy_kwh: float | None = Field(None, ge=0)
+    energy_method: EnergyMethod | None = None
+    energy_scope: str | None = Field(
+        None, max_length=200, description="What the energy covers (e.g. package-0, gpu:0)."
+    )
+    carbon_intensity_g_per_kwh: float | None = Field(None, ge=0)
+    carbon_intensity_source: str | None = Field(
+        None,
+        max_length=100,
+        description="Where the intensity came from (a country, a setting, the world average).",
+    )
+    co2_g: float | None = Field(None, ge=0, description="energy_kwh × the intensity.")
+    prompt_tokens: int | None = Field(None, ge=0)
+    generated_tokens: int | None = Field(None, ge=0)
+    ttft_s: float | None = Field(
+        None, ge=0, description="Median time to first token over the generation batches."
+    )
+    decode_tokens_per_s: float | None = Field(
+        None, ge=0, description="Tokens generated after the first, per second of decoding."
+    )
+    peak_rss_bytes: int | None = Field(
+        None, ge=0, description="The evaluating process's resident-memory high-water mark."
+    )
+    peak_gpu_bytes: int | None = Field(None, ge=0, description="Peak GPU memory allocated.")
 
 
 class Libraries(_SetFieldsOnly):
@@ -273,6 +318,10 @@ class ResultPayload(_FromRunner):
     )
     predictions_sha256: Sha256Hex | None = added_field(
         "SHA-256 of the canonical JSON of ``sample_predictions``."
+    )
+    measurements: Measurements | None = added_field(
+        "Energy, CO2, latency, throughput and memory measured around the evaluation "
+        "(docs/efficiency.md): signed and logged with the result, never ranked."
     )
 
 
