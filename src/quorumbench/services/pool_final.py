@@ -310,12 +310,15 @@ def held_out_cutoff(conn: Executor, pool: Pool, now: datetime) -> datetime | Non
     """When the held-out standing is taken (module docstring); None: not yet."""
     if pool.final_scheduled_at is None or pool.final_deadline is None:
         return None
-    open_, last = conn.execute(
+    total, open_, last = conn.execute(
         select(
+            func.count(),
             func.count().filter(Task.finalized_at.is_(None)),
             func.max(Task.finalized_at),
         ).where(Task.pool_id == pool.id, Task.purpose == TASK_POOL_FINAL)
     ).one()
+    if not total:  # no entries: nothing to wait for
+        return pool.final_scheduled_at
     if not open_ and last is not None and last <= pool.final_deadline:
         return last
     if now >= pool.final_deadline:

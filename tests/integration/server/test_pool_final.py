@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from quorumbench import protocol
+from quorumbench.backends.mock import MockBackend
 from quorumbench.core.held_out import check_held_out
 from quorumbench.db.models import TASK_POOL_FINAL, Benchmark, Task
 from quorumbench.errors import (
@@ -27,12 +29,14 @@ from quorumbench.errors import (
     InvalidSpecError,
     PermissionDeniedError,
 )
+from quorumbench.evaluation.engine import evaluate
+from quorumbench.runner.evaluator import TaskEvaluator
 from quorumbench.services import created_benchmarks, pools
 from quorumbench.services.scheduler import tick
 
 from .conftest import hub_ref
 from .pool_world import DAY1, World, spec
-from .test_api import auth
+from .test_api import auth, pull
 
 ROWS = [{"id": f"f{i}", "q": f"{i} + 2?", "a": str(i + 2)} for i in range(50)]
 DATA = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
@@ -217,7 +221,7 @@ def test_the_final_standing_is_computed_on_the_revealed_held_out_split(
 
 
 def test_held_out_tasks_unfinished_at_the_deadline_and_a_private_url(
-    make_ctx, sums_spec, db_url, clock, files
+    make_ctx, sums_spec, db_url, clock, files, tmp_path
 ):
     world = _world(make_ctx, sums_spec, db_url, pool_final_eval_s=7200, pool_dispute_window_s=0)
     try:
@@ -236,6 +240,21 @@ def test_held_out_tasks_unfinished_at_the_deadline_and_a_private_url(
         pools.reveal_final(ctx, world.who("funder"), made.id, final_spec(f"{files}/final.jsonl"))
         tick(ctx)  # three tasks for ana, none evaluated
         assert len(_held_out_tasks(ctx, made.id)) == 3
+        # a runner leases one first (before the epoch's task) and evaluates it from the
+        # spec the lease carries, fetching the data by its URL into its own cache
+        granted = pull(world.api, world.tokens, "r1").json()
+        assert granted["task"]["benchmark"]["name"] == f"pool-{made.id}-final"
+        evaluator = TaskEvaluator(allow_private_data_urls=True, data_cache_dir=tmp_path / "rc")
+        prepared = evaluator.prepare(protocol.Task.model_validate(granted["task"]))
+        answers = {f"Q: {r['q']}\nA:": r["a"] for r in ROWS}
+        run = evaluate(
+            prepared.benchmark,
+            MockBackend(answer=lambda prompt: answers.get(prompt, "0")),
+            prepared.config,
+            samples=prepared.samples,
+        )
+        assert run.n == 10 and run.score == 1.0
+        assert [s.fields["id"] for s in prepared.samples] == granted["task"]["sample_ids"]
         clock.advance(7199)
         tick(ctx)
         assert pools.get_pool(ctx, made.id).pool.final_state == "evaluating"
