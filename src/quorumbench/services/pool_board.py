@@ -103,9 +103,9 @@ class _Sums:
     chance: float | None = 0.0
 
 
-def _tasks(session: Executor, pool: Pool, models: list[int], as_of: datetime) -> Sequence[Any]:
-    """The DONE epoch tasks of ``models`` on the pool's benchmarks, in the pool's epochs,
-    finalized by ``as_of``, with their last round's consensus and their epoch's start."""
+def scored_tasks(session: Executor, *where: Any, extra: Sequence[Any] = ()) -> Sequence[Any]:
+    """DONE tasks matching ``where`` with their last round's DONE consensus and their
+    benchmark (what a pool standing sums), in id order; ``extra`` columns too."""
     return session.execute(
         select(
             Task.id,
@@ -114,31 +114,36 @@ def _tasks(session: Executor, pool: Pool, models: list[int], as_of: datetime) ->
             Task.n_samples,
             Task.score,
             ConsensusOutcome.sample_consensus,
-            Epoch.starts_at.label("epoch_starts_at"),
-            Benchmark.samples_per_task,
             Benchmark.name,
             Benchmark.version,
             Benchmark.dataset_sha256,
             Benchmark.kind,
+            *extra,
         )
         .join(
             ConsensusOutcome,
             and_(ConsensusOutcome.task_id == Task.id, ConsensusOutcome.round == Task.round),
         )
-        .join(Epoch, Epoch.id == Task.epoch_id)
         .join(Benchmark, Benchmark.id == Task.benchmark_id)
-        .where(
-            Task.model_id.in_(models),
-            Task.status == TaskStatus.DONE,
-            Task.purpose == TASK_EPOCH,
-            ConsensusOutcome.status == TaskStatus.DONE,
-            Benchmark.name.in_(list(pool.benchmarks)),
-            Epoch.starts_at >= pool.starts_at,
-            Epoch.ends_at <= pool.ends_at,
-            Task.finalized_at <= as_of,
-        )
+        .where(Task.status == TaskStatus.DONE, ConsensusOutcome.status == TaskStatus.DONE, *where)
         .order_by(Task.id)
     ).all()
+
+
+def _tasks(session: Executor, pool: Pool, models: list[int], as_of: datetime) -> Sequence[Any]:
+    """The DONE epoch tasks of ``models`` on the pool's benchmarks, in the pool's epochs,
+    finalized by ``as_of``, with their last round's consensus and their epoch's start."""
+    return scored_tasks(
+        session,
+        Task.model_id.in_(models),
+        Task.purpose == TASK_EPOCH,
+        Benchmark.name.in_(list(pool.benchmarks)),
+        Epoch.id == Task.epoch_id,
+        Epoch.starts_at >= pool.starts_at,
+        Epoch.ends_at <= pool.ends_at,
+        Task.finalized_at <= as_of,
+        extra=(Epoch.starts_at.label("epoch_starts_at"), Benchmark.samples_per_task),
+    )
 
 
 def _base_draw(task: Any) -> tuple[list[str], list[float]] | None:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, select, text, update
+from sqlalchemy import func, select, text, update
 
 from quorumbench.benchmarks.custom import CustomBenchmark
 from quorumbench.core.allocation import Standing
@@ -53,7 +53,7 @@ from quorumbench.core.canonical import canonical_json, sha256_hex
 from quorumbench.core.intervals import score_interval
 from quorumbench.core.sampling import sample_ids
 from quorumbench.db.engine import Executor
-from quorumbench.db.models import TASK_POOL_FINAL, Benchmark, ConsensusOutcome, Task
+from quorumbench.db.models import TASK_POOL_FINAL, Benchmark, Task
 from quorumbench.db.pool_models import Pool, PoolEntry
 from quorumbench.errors import (
     ConflictError,
@@ -68,7 +68,7 @@ from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import data_cache_dir, fetch_policy, loaded
 from quorumbench.services.context import ServerContext
-from quorumbench.services.pool_board import PoolEntryView, pool_chance_sum
+from quorumbench.services.pool_board import PoolEntryView, pool_chance_sum, scored_tasks
 
 log = logging.getLogger("quorumbench.pools")
 
@@ -327,33 +327,12 @@ def held_out_cutoff(conn: Executor, pool: Pool, now: datetime) -> datetime | Non
 
 
 def _final_tasks(conn: Executor, pool: Pool, as_of: datetime) -> Sequence[Any]:
-    return conn.execute(
-        select(
-            Task.id,
-            Task.model_id,
-            Task.sample_ids,
-            Task.n_samples,
-            Task.score,
-            ConsensusOutcome.sample_consensus,
-            Benchmark.name,
-            Benchmark.version,
-            Benchmark.dataset_sha256,
-            Benchmark.kind,
-        )
-        .join(
-            ConsensusOutcome,
-            and_(ConsensusOutcome.task_id == Task.id, ConsensusOutcome.round == Task.round),
-        )
-        .join(Benchmark, Benchmark.id == Task.benchmark_id)
-        .where(
-            Task.pool_id == pool.id,
-            Task.purpose == TASK_POOL_FINAL,
-            Task.status == TaskStatus.DONE,
-            ConsensusOutcome.status == TaskStatus.DONE,
-            Task.finalized_at <= as_of,
-        )
-        .order_by(Task.id)
-    ).all()
+    return scored_tasks(
+        conn,
+        Task.pool_id == pool.id,
+        Task.purpose == TASK_POOL_FINAL,
+        Task.finalized_at <= as_of,
+    )
 
 
 def held_out_standings(

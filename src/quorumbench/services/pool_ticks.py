@@ -178,35 +178,49 @@ def freeze(ctx: ServerContext, pool: Pool, now: datetime) -> int:
     cutoff = standing_cutoff(ctx, pool)
     if now < board_cutoff(ctx, pool) or pool.final_benchmark_id is not None:
         return 0
-    window = timedelta(seconds=ctx.settings.pool_dispute_window_s)
     with ctx.db.write_connection() as conn:
         standing = standing_json(board(ctx, conn, pool, entry_views(conn, pool.id), cutoff))
-        done = conn.execute(
-            update(Pool)
-            .where(
-                Pool.id == pool.id,
-                Pool.ended_at.is_(None),
-                Pool.status == "active",
-                Pool.final_benchmark_id.is_(None),  # a reveal just now: the held-out decides
-            )
-            .values(
-                ended_at=now,
-                standing_at=cutoff,
-                final_standing=standing,
-                settle_after=cutoff + window,
-            )
-        )
-    frozen = done.rowcount or 0
+        # a reveal just now: the held-out split decides, not the board
+        frozen = _store_final(ctx, conn, pool.id, standing, cutoff, now, board_only=True)
     if frozen:
         event(log, "pool.ended", pool=pool.id, entries=len(standing))
     return frozen
+
+
+def _store_final(
+    ctx: ServerContext,
+    conn: Any,
+    pool_id: int,
+    standing: list[dict[str, Any]],
+    cutoff: datetime,
+    now: datetime,
+    *,
+    board_only: bool,
+) -> int:
+    """Store the final standing unless another tick did (1 when this call did);
+    settlement waits for the cut-off + the dispute window. ``board_only``: not when the
+    held-out split was revealed meanwhile."""
+    where = [Pool.id == pool_id, Pool.ended_at.is_(None), Pool.status == "active"]
+    if board_only:
+        where.append(Pool.final_benchmark_id.is_(None))
+    window = timedelta(seconds=ctx.settings.pool_dispute_window_s)
+    done = conn.execute(
+        update(Pool)
+        .where(*where)
+        .values(
+            ended_at=now,
+            standing_at=cutoff,
+            final_standing=standing,
+            settle_after=cutoff + window,
+        )
+    )
+    return int(done.rowcount or 0)
 
 
 def freeze_held_out(ctx: ServerContext, pool_id: int, now: datetime) -> int:
     """Freeze the held-out standing once its cut-off is known
     (``pool_final.held_out_cutoff``: every held-out task final, or the deadline); 1
     when this call froze it."""
-    window = timedelta(seconds=ctx.settings.pool_dispute_window_s)
     with ctx.db.write() as session:
         pool = session.get(Pool, pool_id, populate_existing=True)
         if pool is None or pool.ended_at is not None or pool.status != "active":
@@ -218,17 +232,7 @@ def freeze_held_out(ctx: ServerContext, pool_id: int, now: datetime) -> int:
         entries = entry_views(conn, pool.id)
         standings, _ = held_out_standings(ctx, conn, pool, entries, cutoff)
         standing = standing_json(rows_of(standings, entries))
-        done = conn.execute(
-            update(Pool)
-            .where(Pool.id == pool.id, Pool.ended_at.is_(None), Pool.status == "active")
-            .values(
-                ended_at=now,
-                standing_at=cutoff,
-                final_standing=standing,
-                settle_after=cutoff + window,
-            )
-        )
-        frozen = done.rowcount or 0
+        frozen = _store_final(ctx, conn, pool.id, standing, cutoff, now, board_only=False)
     if frozen:
         event(log, "pool.ended", pool=pool_id, entries=len(standing), held_out=True)
     return frozen
