@@ -13,7 +13,7 @@ record, that
 * each standing row's ``n_samples``, ``score`` and interval equal what the listed
   tasks of its model give: the mean of their per-sample consensus scores and
   ``core/intervals.score_interval`` of the sum and count (to within 1e-9);
-* no listed task's model is missing from the standing.
+* no task is listed twice, and no listed task's model is missing from the standing.
 """
 
 from __future__ import annotations
@@ -76,8 +76,13 @@ def _check_record(
     bench = (split.get("benchmark") or {}).get("name")
     problems: list[str] = []
     sums: dict[Any, list[float]] = {}
+    seen = set()
     for task_id in listed:
         record = tasks.get(task_id)
+        if task_id in seen:  # counted twice, its samples would weigh double
+            problems.append(f"{where}: held-out task {task_id} is listed more than once")
+            continue
+        seen.add(task_id)
         if record is None:
             problems.append(f"{where}: held-out task {task_id} is not in the log")
             continue
@@ -119,7 +124,8 @@ def _check_record(
             continue
         for field, want in (("score", total / n), ("ci_low", low), ("ci_high", high)):
             got = row.get(field)
-            if not isinstance(got, int | float) or abs(float(got) - want) > TOLERANCE:
+            number = isinstance(got, int | float) and not isinstance(got, bool)
+            if not number or not abs(float(got) - want) <= TOLERANCE:  # NaN fails too
                 problems.append(
                     f"{where}: entry {row.get('entry')}: logged {field} {got!r}, "
                     f"recomputed {want!r}"
