@@ -5,4 +5,5 @@
 # package imports them, and each of these modules imports models first.
 import quorumbench.db.ask_models  # asks and public plans
 import quorumbench.db.label_models  # the ask cache
-import quorumbench.db.pool_models  # noqa: F401  (credits and prize pools)
+import quorumbench.db.pool_models  # credits and prize pools
+import quorumbench.db.session_models  # noqa: F401  (sign-in sessions and form uses)

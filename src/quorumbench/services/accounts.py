@@ -22,7 +22,8 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from quorumbench.db.models import Account, ApiToken, AuthSession
+from quorumbench.db.models import Account, ApiToken
+from quorumbench.db.session_models import AuthSession
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,

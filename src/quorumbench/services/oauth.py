@@ -32,7 +32,8 @@ import httpx2
 from authlib.integrations.httpx_client import OAuth2Client, OAuthError
 from sqlalchemy import delete, or_, select, update
 
-from quorumbench.db.models import Account, OAuthLogin
+from quorumbench.db.models import Account
+from quorumbench.db.session_models import OAuthLogin
 from quorumbench.errors import (
     AuthenticationError,
     AuthorizationPendingError,

@@ -27,7 +27,8 @@ import jwt
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from quorumbench.db.models import Account, ApiToken, AuthSession, FederatedIdentity
+from quorumbench.db.models import Account, ApiToken
+from quorumbench.db.session_models import AuthSession, FederatedIdentity
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from quorumbench.db.models import WebFormUse
+from quorumbench.db.session_models import WebFormUse
 from quorumbench.errors import ConflictError
 from quorumbench.services.context import ServerContext
 from quorumbench.services.pool_spec import PoolSpec

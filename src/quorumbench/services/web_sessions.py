@@ -37,7 +37,8 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from quorumbench.db.models import Account, ApiToken, WebFormUse, WebSession
+from quorumbench.db.models import Account, ApiToken
+from quorumbench.db.session_models import WebFormUse, WebSession
 from quorumbench.errors import (
     ConfigError,
     ConflictError,

@@ -16,7 +16,8 @@ from typing import NamedTuple
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from quorumbench.db.models import Model, WebFormUse
+from quorumbench.db.models import Model
+from quorumbench.db.session_models import WebFormUse
 from quorumbench.errors import ConflictError, NotFoundError
 from quorumbench.services.context import ServerContext
 from quorumbench.services.scheduler import ensure_epoch, schedule_epoch

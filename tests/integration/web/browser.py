@@ -19,7 +19,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from quorumbench.api.app import create_app
-from quorumbench.db.models import ApiToken, WebSession
+from quorumbench.db.models import ApiToken
+from quorumbench.db.session_models import WebSession
 from quorumbench.services.context import ServerContext
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings

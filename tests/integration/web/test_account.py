@@ -11,7 +11,8 @@ import pytest
 from nacl.signing import SigningKey
 from sqlalchemy import select, update
 
-from quorumbench.db.models import ApiToken, Model, Runner, WebFormUse
+from quorumbench.db.models import ApiToken, Model, Runner
+from quorumbench.db.session_models import WebFormUse
 from quorumbench.errors import NotFoundError, PermissionDeniedError
 from quorumbench.services import runner_keys, web_sessions
 from quorumbench.services.accounts import (

@@ -14,7 +14,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from quorumbench.db.models import Account, OAuthLogin, WebSession
+from quorumbench.db.models import Account
+from quorumbench.db.session_models import OAuthLogin, WebSession
 from quorumbench.services.accounts import token_hash
 
 from ..fake_github import FakeGitHub

@@ -12,7 +12,8 @@ from contextlib import ExitStack
 import pytest
 from sqlalchemy import select
 
-from quorumbench.db.models import Model, WebFormUse
+from quorumbench.db.models import Model
+from quorumbench.db.session_models import WebFormUse
 from quorumbench.services.accounts import Principal, create_account, get_account
 from quorumbench.services.model_metadata import HfHubClient, inspect_model
 from quorumbench.services.models import register_model
