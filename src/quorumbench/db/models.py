@@ -340,6 +340,9 @@ class Result(Base):
     """SHA-256 of the canonical per-sample predictions (the same for any batch size)."""
     sample_predictions: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     """The canonical prediction of each sample (chosen option index, extracted answer)."""
+    measurements: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """What the runner measured around the evaluation (``protocol.Measurements``, as
+    signed; None when it sent none): hardware data, never part of consensus."""
 
 
 class ConsensusOutcome(Base):

@@ -136,6 +136,7 @@ _RESULTS = (
         Result.predictions_sha256,
         Result.runtime_s,
         Result.hardware,
+        Result.measurements,
         Result.model_revision,
         Result.lease_id,
         Lease.attempt,
@@ -206,6 +207,9 @@ def log_entry(
                 ),
                 "runtime_s": r.runtime_s,
                 "hardware": r.hardware,
+                # measured around the evaluation (signed with it); absent when not sent,
+                # so entries of results without them are as they were
+                **({} if r.measurements is None else {"measurements": r.measurements}),
                 "model_revision": r.model_revision,
                 "lease_id": r.lease_id,
                 "attempt": r.attempt,

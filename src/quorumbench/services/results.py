@@ -196,6 +196,9 @@ def submit_result(
                 "sample_predictions": payload.sample_predictions,
                 "runtime_s": payload.runtime_s,
                 "hardware": payload.hardware.model_dump(mode="json"),
+                "measurements": None
+                if payload.measurements is None
+                else payload.measurements.model_dump(mode="json"),
                 "payload_sha256": digest,
                 "counted": counted,
                 "outlier": False,

@@ -90,6 +90,7 @@ def _task_dict(
                 "predictions_sha256": r.predictions_sha256,
                 "sample_scores": r.sample_scores,
                 "runtime_s": r.runtime_s,
+                "measurements": r.measurements,
                 "counted": r.counted,
                 "outlier": r.outlier,
                 "round": r.round,
