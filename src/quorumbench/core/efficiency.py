@@ -48,13 +48,17 @@ Electricity Data, via Our World in Data's energy dataset, ``carbon_intensity_ele
 "World", 2024). The default when a runner sets no carbon intensity."""
 
 CARBON_INTENSITY_G_PER_KWH: Mapping[str, float] = {
+    "CH": 34.58,
     "GB": 216.50,
+    "SE": 34.91,
     "US": 383.78,
 }
 """Carbon intensity of electricity generation by ISO 3166-1 alpha-2 code, in g CO₂e per
 kWh, for 2024 (see ``CARBON_INTENSITY_SOURCE``): lifecycle emissions per kWh generated
 in the country (imports are not counted; a grid's hourly and regional intensity can be
 far from its yearly national mean, so a runner that knows its own number should set it).
+Each figure is the dataset's value for the country and year, rounded to 0.01 g; a
+country not listed is given as a number (its grid operator's or Ember's figure).
 """
 
 MAX_G_PER_KWH = 2000.0
