@@ -49,6 +49,7 @@ Electricity Data, via Our World in Data's energy dataset, ``carbon_intensity_ele
 
 CARBON_INTENSITY_G_PER_KWH: Mapping[str, float] = {
     "CH": 34.58,
+    "ES": 146.22,
     "GB": 216.50,
     "SE": 34.91,
     "US": 383.78,

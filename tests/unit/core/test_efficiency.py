@@ -145,13 +145,15 @@ def test_country_code_in_either_case(setting):
     assert carbon_intensity(setting) == (383.78, "country:US")
 
 
-@pytest.mark.parametrize(("code", "value"), [("GB", 216.5), ("SE", 34.91), ("CH", 34.58)])
+@pytest.mark.parametrize(
+    ("code", "value"), [("GB", 216.5), ("SE", 34.91), ("CH", 34.58), ("ES", 146.22)]
+)
 def test_country_figures(code, value):
     assert carbon_intensity(code) == (value, f"country:{code}")
 
 
 def test_table_has_the_volunteer_countries():
-    assert {"CH", "GB", "SE", "US"} <= set(CARBON_INTENSITY_G_PER_KWH)
+    assert {"CH", "ES", "GB", "SE", "US"} <= set(CARBON_INTENSITY_G_PER_KWH)
     assert all(0 < v < MAX_G_PER_KWH for v in CARBON_INTENSITY_G_PER_KWH.values())
 
 
