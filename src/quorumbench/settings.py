@@ -53,6 +53,29 @@ class EvalSettings(BaseSettings):
         None,
         description="Bearer key for openai: endpoints; never printed, logged or stored.",
     )
+    carbon_intensity: str | None = Field(
+        None,
+        description="Carbon intensity of the grid for a run's CO2: a country code or g CO2/kWh; "
+        "unset means the world average (docs/efficiency.md).",
+    )
+
+    @field_validator("carbon_intensity")
+    @classmethod
+    def _carbon_intensity(cls, value: str | None) -> str | None:
+        return check_carbon_intensity(value)
+
+
+def check_carbon_intensity(value: str | None) -> str | None:
+    """A carbon intensity setting that ``core.efficiency.carbon_intensity`` reads."""
+    from quorumbench.core.efficiency import carbon_intensity
+
+    if value is None or not value.strip():
+        return None
+    try:
+        carbon_intensity(value)
+    except ValueError as exc:
+        raise ValueError(f"QB_CARBON_INTENSITY: {exc}") from exc
+    return value.strip()
 
 
 @lru_cache(maxsize=1)
@@ -512,6 +535,18 @@ class RunnerSettings(BaseSettings):
         description="Fetch benchmark data URLs on loopback, private or link-local addresses, "
         "and plain http (refused by default; for a private server's benchmarks).",
     )
+    carbon_intensity: str | None = Field(
+        None,
+        validation_alias=AliasChoices("QB_RUNNER_CARBON_INTENSITY", "QB_CARBON_INTENSITY"),
+        description="Carbon intensity of this machine's grid for a result's CO2: a country "
+        "code or g CO2/kWh (QB_RUNNER_CARBON_INTENSITY, else QB_CARBON_INTENSITY); unset "
+        "means the world average.",
+    )
+
+    @field_validator("carbon_intensity")
+    @classmethod
+    def _carbon_intensity(cls, value: str | None) -> str | None:
+        return check_carbon_intensity(value)
 
     @field_validator("server_url")
     @classmethod
