@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     Field,
     SecretStr,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -71,17 +72,22 @@ def check_carbon_intensity(value: str | None) -> str | None:
 
     if value is None or not value.strip():
         return None
-    try:
-        carbon_intensity(value)
-    except ValueError as exc:
-        raise ValueError(f"QB_CARBON_INTENSITY: {exc}") from exc
+    carbon_intensity(value)  # a ValueError that says what to write
     return value.strip()
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> EvalSettings:
-    """The process-wide settings, read once (CLI and entry points only)."""
-    return EvalSettings()
+    """The process-wide settings, read once (CLI and entry points only); a bad value is
+    one :class:`ConfigError` line."""
+    try:
+        return EvalSettings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors(include_input=False)
+        )
+        raise ConfigError(f"invalid settings: {problems}") from None
 
 
 def default_data_dir() -> Path:

@@ -204,7 +204,7 @@ def test_the_real_peak_includes_memory_freed_before_the_end(tmp_path):
     assert before is not None
     with Measurer(rapl_root=tmp_path, interval_s=0.01) as measurer:
         block = bytearray(200 * 2**20)
-        block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page
+        block[::4096] = b"x" * len(block[::4096])  # touch every page
         time.sleep(0.1)
         del block
     peak = measurer.measurements(generated_tokens=None, sequences=0).peak_rss_bytes
@@ -278,7 +278,7 @@ def test_the_worker_side_hands_back_its_cpu_and_memory(tmp_path):
 
 
 def test_a_nested_measurement_reports_to_the_outer_one(tmp_path):
-    with Measurer(rapl_root=tmp_path, interval_s=SLOW) as outer:
-        with Measurer(rapl_root=tmp_path, interval_s=SLOW):
-            current_usage().add_first_token(0.5)
+    outer = Measurer(rapl_root=tmp_path, interval_s=SLOW)
+    with outer, Measurer(rapl_root=tmp_path, interval_s=SLOW):
+        current_usage().add_first_token(0.5)
     assert outer.usage.ttft_s == [0.5]
