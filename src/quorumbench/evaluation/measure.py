@@ -251,12 +251,14 @@ def lifetime_peak_rss_bytes() -> int | None:
 
 
 def _torch_cuda(device: str) -> Any | None:
-    """``torch.cuda`` when the model runs on CUDA in this process (torch imported)."""
+    """``torch.cuda`` when the model runs on CUDA in this process: torch is imported and
+    has started CUDA (a runner whose model is in a sandboxed worker never starts it here,
+    which would cost GPU memory; the worker reports its own peak)."""
     torch = sys.modules.get("torch")
     if torch is None or gpu_index(device) is None:
         return None
     try:
-        return torch.cuda if torch.cuda.is_available() else None
+        return torch.cuda if torch.cuda.is_initialized() else None
     except Exception:
         return None
 

@@ -282,3 +282,31 @@ def test_a_nested_measurement_reports_to_the_outer_one(tmp_path):
     with outer, Measurer(rapl_root=tmp_path, interval_s=SLOW):
         current_usage().add_first_token(0.5)
     assert outer.usage.ttft_s == [0.5]
+
+
+def fake_torch(initialized: bool) -> types.ModuleType:
+    cuda = types.SimpleNamespace(calls=[])
+    cuda.is_initialized = lambda: initialized
+    cuda.reset_peak_memory_stats = lambda: cuda.calls.append("reset")
+    cuda.max_memory_allocated = lambda: cuda.calls.append("peak") or 123_456
+    module = types.ModuleType("torch")
+    module.cuda = cuda
+    return module
+
+
+def test_the_gpu_peak_is_torchs_after_a_reset(monkeypatch, tmp_path):
+    torch = fake_torch(initialized=True)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    with Measurer("cuda:0", nvml=lambda: None, rapl_root=tmp_path, interval_s=SLOW) as m:
+        pass
+    assert torch.cuda.calls == ["reset", "peak"]
+    assert m.measurements(generated_tokens=None, sequences=0).peak_gpu_bytes == 123_456
+
+
+def test_cuda_is_not_started_here_for_a_model_that_lives_elsewhere(monkeypatch, tmp_path):
+    torch = fake_torch(initialized=False)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    with Measurer("cuda:0", nvml=lambda: None, rapl_root=tmp_path, interval_s=SLOW) as m:
+        pass
+    assert torch.cuda.calls == []
+    assert m.measurements(generated_tokens=None, sequences=0).peak_gpu_bytes is None
