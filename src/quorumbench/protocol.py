@@ -45,9 +45,12 @@ from pydantic import (
 
 from quorumbench.errors import UnsupportedProtocolError
 
-PROTOCOL_VERSION: Final = "1.0"
+PROTOCOL_VERSION: Final = "1.1"
 """The protocol this code speaks. Runners from before the protocol was versioned send
-no version and speak 1.0 (their bodies are exactly 1.0's)."""
+no version and speak 1.0 (their bodies are exactly 1.0's). 1.1 added a result's
+``measurements`` (issue 18)."""
+UNVERSIONED: Final = "1.0"
+"""What a body without ``protocol_version`` speaks (runners from before versions)."""
 ACCEPTED_MAJORS: Final = frozenset({1})
 """The major versions this server accepts (each up to this code's own minor)."""
 UPGRADE_COMMAND: Final = "pip install -U quorumbench"
@@ -186,7 +189,7 @@ class LeaseRequest(_FromRunner):
     """``POST /v0/leases``: pull a task."""
 
     protocol_version: Version = Field(
-        PROTOCOL_VERSION, description="The runner's protocol (absent: 1.0)."
+        UNVERSIONED, description="The runner's protocol (absent: 1.0)."
     )
     runner: RunnerName = "default"
     pull_key: PullKey | None = Field(
@@ -339,7 +342,7 @@ class Submission(_FromRunner):
     """``POST /v0/leases/{id}/result``: a signed result, and optionally the next pull."""
 
     protocol_version: Version = Field(
-        PROTOCOL_VERSION, description="The runner's protocol (absent: 1.0)."
+        UNVERSIONED, description="The runner's protocol (absent: 1.0)."
     )
     attempt: Attempt
     result: ResultPayload

@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     Field,
     SecretStr,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -53,12 +54,40 @@ class EvalSettings(BaseSettings):
         None,
         description="Bearer key for openai: endpoints; never printed, logged or stored.",
     )
+    carbon_intensity: str | None = Field(
+        None,
+        description="Carbon intensity of the grid for a run's CO2: a country code or g CO2/kWh; "
+        "unset means the world average (docs/efficiency.md).",
+    )
+
+    @field_validator("carbon_intensity")
+    @classmethod
+    def _carbon_intensity(cls, value: str | None) -> str | None:
+        return check_carbon_intensity(value)
+
+
+def check_carbon_intensity(value: str | None) -> str | None:
+    """A carbon intensity setting that ``core.efficiency.carbon_intensity`` reads."""
+    from quorumbench.core.efficiency import carbon_intensity
+
+    if value is None or not value.strip():
+        return None
+    carbon_intensity(value)  # a ValueError that says what to write
+    return value.strip()
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> EvalSettings:
-    """The process-wide settings, read once (CLI and entry points only)."""
-    return EvalSettings()
+    """The process-wide settings, read once (CLI and entry points only); a bad value is
+    one :class:`ConfigError` line."""
+    try:
+        return EvalSettings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors(include_input=False)
+        )
+        raise ConfigError(f"invalid settings: {problems}") from None
 
 
 def default_data_dir() -> Path:
@@ -512,6 +541,18 @@ class RunnerSettings(BaseSettings):
         description="Fetch benchmark data URLs on loopback, private or link-local addresses, "
         "and plain http (refused by default; for a private server's benchmarks).",
     )
+    carbon_intensity: str | None = Field(
+        None,
+        validation_alias=AliasChoices("QB_RUNNER_CARBON_INTENSITY", "QB_CARBON_INTENSITY"),
+        description="Carbon intensity of this machine's grid for a result's CO2: a country "
+        "code or g CO2/kWh (QB_RUNNER_CARBON_INTENSITY, else QB_CARBON_INTENSITY); unset "
+        "means the world average.",
+    )
+
+    @field_validator("carbon_intensity")
+    @classmethod
+    def _carbon_intensity(cls, value: str | None) -> str | None:
+        return check_carbon_intensity(value)
 
     @field_validator("server_url")
     @classmethod

@@ -18,6 +18,7 @@ Decoding is greedy (argmax, first index on ties), hence deterministic.
 from __future__ import annotations
 
 import inspect
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from quorumbench.backends._kv import (
 from quorumbench.errors import BackendError
 from quorumbench.evaluation.backend import FinishReason
 from quorumbench.evaluation.extract import truncate_at_stop
+from quorumbench.evaluation.usage import current_usage
 
 MIN_SHARED_PREFIX = 16
 """Shorter shared prefixes are not worth caching."""
@@ -162,6 +164,9 @@ class CausalLM:
     ) -> list[float]:
         """Sum of log-probabilities of each continuation given its context."""
         seqs = [self._fit(ctx, cont) for ctx, cont in pairs]
+        usage = current_usage()
+        if usage is not None:
+            usage.add_prompt_tokens(sum(len(ctx) + len(cont) for ctx, cont in seqs))
         order = sorted(range(len(seqs)), key=lambda i: seqs[i][0] + seqs[i][1])
         out = [0.0] * len(seqs)
         for start in range(0, len(order), batch_size):
@@ -236,10 +241,13 @@ class CausalLM:
         longest = max(len(p) for p in prompts)
         slots: SlotCache | None = None
         rows: list[_Row | None] = []
+        usage = current_usage()
+        prefill_s = 0.0  # time spent in prefills, kept out of the decode time
 
         def admit(slot: int) -> bool:
             """Prefill the next queued prompt into ``slot``; False if it finished at once."""
-            nonlocal slots
+            nonlocal slots, prefill_s
+            started = time.perf_counter()
             index = queue.popleft()
             prompt = prompts[index]
             cut = min(shared, len(prompt) - 1)
@@ -250,7 +258,13 @@ class CausalLM:
                 capacity = longest + max(s.max_new_tokens for s in specs) + 1
                 slots = SlotCache(kv, min(batch_size, len(prompts)), capacity, longest)
             slots.place(slot, kv)
-            if self._append(row, int(torch.argmax(last).item()), results, on_done):
+            first = int(torch.argmax(last).item())
+            took = time.perf_counter() - started
+            prefill_s += took
+            if usage is not None:
+                usage.add_first_token(took)
+                usage.add_prompt_tokens(len(prompt))
+            if self._append(row, first, results, on_done):
                 return False
             rows[slot] = row
             return True
@@ -263,6 +277,7 @@ class CausalLM:
             active = [i for i, r in enumerate(rows) if r is not None]
             if not active:
                 break
+            step_started, prefill_before = time.perf_counter(), prefill_s
             assert slots is not None
             if len(active) < slots.slots:
                 slots.keep(active)
@@ -281,6 +296,9 @@ class CausalLM:
                         pass
             if slots.length + 1 >= slots.capacity:
                 slots.compact(longest)
+            if usage is not None:
+                step_s = time.perf_counter() - step_started - (prefill_s - prefill_before)
+                usage.add_decode(step_s)
         return [r for r in results if r is not None]
 
     def _fit_prompt(self, prompt: list[int], max_new_tokens: int) -> list[int]:
@@ -328,7 +346,9 @@ class CausalLM:
         the continuous path does not handle (sliding-window or hybrid layers)."""
         results: list[Generation | None] = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+        usage = current_usage()
         for start in range(0, len(order), batch_size):
+            started = time.perf_counter()
             batch = order[start : start + batch_size]
             width = max(len(prompts[i]) for i in batch)
             ids = self._tensor(
@@ -345,8 +365,14 @@ class CausalLM:
                 ids, cache, attention_mask=mask, position_ids=start_positions, last_only=True
             )
             positions = mask.sum(dim=1, keepdim=True)
+            first_at: float | None = None
             while True:
                 chosen = torch.argmax(logits[:, -1], dim=-1).tolist()
+                if first_at is None:
+                    first_at = time.perf_counter()
+                    if usage is not None:
+                        usage.add_first_token(first_at - started)
+                        usage.add_prompt_tokens(sum(len(prompts[i]) for i in batch))
                 for i, token in zip(batch, chosen, strict=True):
                     if i not in done and self._append(rows[i], token, results, on_done):
                         done.add(i)
@@ -358,4 +384,6 @@ class CausalLM:
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 logits = self._forward(step, cache, attention_mask=mask, position_ids=positions)
                 positions = positions + 1
+            if usage is not None and first_at is not None:
+                usage.add_decode(time.perf_counter() - first_at)
         return [r for r in results if r is not None]

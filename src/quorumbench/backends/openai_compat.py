@@ -49,6 +49,7 @@ from quorumbench.backends.openai_scoring import (
     continuation_logprob,
     letter_prompt,
     parse_letter,
+    prompt_tokens,
 )
 from quorumbench.errors import BackendError, EndpointError, InvalidRefError
 from quorumbench.evaluation.backend import (
@@ -64,6 +65,7 @@ from quorumbench.evaluation.backend import (
 from quorumbench.evaluation.endpoints import PinnedTransport
 from quorumbench.evaluation.extract import truncate_at_stop
 from quorumbench.evaluation.refs import ModelRef
+from quorumbench.evaluation.usage import BackendUsage, current_usage
 
 __all__ = [
     "ECHO_MAX_TOKENS",
@@ -380,7 +382,9 @@ class OpenAICompatBackend:
 
     # -- generation ----------------------------------------------------------------
 
-    async def _generate_one(self, session: _Session, request: GenerateRequest) -> GenerateResult:
+    async def _generate_one(
+        self, session: _Session, request: GenerateRequest, usage: BackendUsage | None = None
+    ) -> GenerateResult:
         stops = tuple(s for s in request.stop if s)
         body: Json = {"model": self._model, "temperature": 0, "max_tokens": request.max_new_tokens}
         if stops:
@@ -393,6 +397,8 @@ class OpenAICompatBackend:
             path = "completions"
             body["prompt"] = request.prompt.text
         data = await self._call(session, path, body)
+        if usage is not None and (read := prompt_tokens(data)) is not None:
+            usage.add_prompt_tokens(read)  # no streaming: no time to first token
         choice = self._choice(data, path)
         raw = chat_content(choice) if messages is not None else choice.get("text")
         text, cut = truncate_at_stop(raw if isinstance(raw, str) else "", stops)
@@ -416,9 +422,11 @@ class OpenAICompatBackend:
         ``batch_size`` is ignored: up to ``max_concurrency`` requests are in flight.
         """
 
+        usage = current_usage()
+
         async def work(session: _Session) -> list[GenerateResult]:
             async def one(request: GenerateRequest) -> GenerateResult:
-                result = await self._generate_one(session, request)
+                result = await self._generate_one(session, request, usage)
                 progress(1)
                 return result
 

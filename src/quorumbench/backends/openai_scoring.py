@@ -121,3 +121,10 @@ def completion_tokens(data: Json) -> int:
     usage = data.get("usage")
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     return tokens if isinstance(tokens, int) else 0
+
+
+def prompt_tokens(data: Json) -> int | None:
+    """The prompt tokens a server reports in ``usage``, or None when it reports none."""
+    usage = data.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and tokens >= 0 else None

@@ -134,7 +134,13 @@ def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     loading = f"Loading model {escape(ref.canonical())}… (a GGUF file is converted once)"
     with err_console.status(loading):
         backend = load_backend(ref, options)
-    config = EvalConfig(args.samples, args.seed, args.batch_size, args.prompt_style)
+    config = EvalConfig(
+        args.samples,
+        args.seed,
+        args.batch_size,
+        args.prompt_style,
+        carbon_intensity=settings.carbon_intensity,
+    )
     try:
         with Progress(
             TextColumn("[bold]{task.description}"),

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from quorumbench.cli._console import cell
 from quorumbench.evaluation.results import RunResult
+from quorumbench.protocol import Measurements
 
 MAX_SLICES = 12
 
@@ -39,9 +40,50 @@ def results_table(result: RunResult) -> Table:
         "predictions sha256": result.predictions_sha256,
         "outputs sha256": result.outputs_sha256,
     }
+    rows |= measurement_rows(result.measurements)
     for key, value in rows.items():
         table.add_row(key, cell(value))
     return table
+
+
+NOT_MEASURED = "not measured"
+
+
+def _bytes(n: int | None) -> str:
+    return NOT_MEASURED if n is None else f"{n / 2**20:,.0f} MiB"
+
+
+def measurement_rows(m: Measurements | None) -> dict[str, str]:
+    """The measurements in words, each with how it was taken; "not measured" for a
+    reading the run could not take."""
+    if m is None:
+        return {"measurements": NOT_MEASURED}
+    if m.energy_kwh is None:
+        energy = f"{NOT_MEASURED} (method {m.energy_method or 'none'})"
+        co2 = NOT_MEASURED
+    else:
+        energy = f"{m.energy_kwh * 3.6e6:.3g} J = {m.energy_kwh:.3g} kWh  ({m.energy_method}"
+        energy += f", {m.energy_scope})" if m.energy_scope else ")"
+        co2 = (
+            f"{m.co2_g:.3g} g  ({m.carbon_intensity_g_per_kwh:g} g/kWh, "
+            f"{m.carbon_intensity_source})"
+        )
+    tokens = [
+        f"{n} {what}"
+        for n, what in ((m.prompt_tokens, "prompt"), (m.generated_tokens, "generated"))
+        if n is not None
+    ]
+    return {
+        "energy": energy,
+        "CO₂": co2,
+        "tokens read/made": ", ".join(tokens) or NOT_MEASURED,
+        "time to first token": NOT_MEASURED if m.ttft_s is None else f"{m.ttft_s * 1000:.0f} ms",
+        "decode": NOT_MEASURED
+        if m.decode_tokens_per_s is None
+        else f"{m.decode_tokens_per_s:.1f} tokens/s",
+        "peak memory": _bytes(m.peak_rss_bytes),
+        "peak GPU memory": _bytes(m.peak_gpu_bytes),
+    }
 
 
 def slices_table(result: RunResult) -> Table | None:

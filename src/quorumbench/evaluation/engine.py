@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -23,8 +24,10 @@ from quorumbench.evaluation.backend import (
 )
 from quorumbench.evaluation.benchmark import Benchmark, PromptStyle, Sample
 from quorumbench.evaluation.environment import hardware, library_versions
+from quorumbench.evaluation.measure import Measurer
 from quorumbench.evaluation.predictions import canonical_prediction, predictions_digest
 from quorumbench.evaluation.results import RunResult, SampleResult, label_slices
+from quorumbench.protocol import Measurements
 
 LOGLIKELIHOOD_DECIMALS = 4
 """Log-likelihoods are rounded to this many decimals before scoring and hashing, so
@@ -34,12 +37,17 @@ shapes does not change the hash."""
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """How to run: how many samples, which seed, batch size and prompt style."""
+    """How to run: how many samples, which seed, batch size and prompt style; whether
+    to measure the run (energy, latency, memory: evaluation/measure.py) and the carbon
+    intensity its CO₂ is computed with (a country code or g CO₂/kWh; None: the world
+    average)."""
 
     n: int = 10
     seed: str = "0"
     batch_size: int = 8
     prompt_style: Literal["auto", "chat", "plain"] = "auto"
+    measure: bool = True
+    carbon_intensity: str | None = None
 
 
 def resolve_style(config: EvalConfig, backend: ModelBackend) -> PromptStyle:
@@ -140,9 +148,11 @@ def evaluate(
     elif len(samples) != config.n:
         raise ConfigError(f"{len(samples)} samples given for a run of {config.n}")
     requests = [benchmark.request(s, style) for s in samples]
+    measurer = _measurer(config, backend) if config.measure else None
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    results = _run_requests(benchmark, backend, requests, config.batch_size, progress)
+    with measurer or contextlib.nullcontext():
+        results = _run_requests(benchmark, backend, requests, config.batch_size, progress)
     runtime = time.perf_counter() - t0
     rows = []
     predictions = []
@@ -197,10 +207,34 @@ def evaluate(
         sample_predictions=predictions,
         samples=rows,
         environment={
-            "hardware": hardware(),
+            "hardware": hardware(info.device),
             "libraries": library_versions(),
             "batch_size": config.batch_size,
         },
         started_at=started_at,
         slices=label_slices(rows),
+        measurements=None if measurer is None else _measurements(measurer, results),
     )
+
+
+def _measurer(config: EvalConfig, backend: ModelBackend) -> Measurer:
+    try:
+        return Measurer(backend.info.device, config.carbon_intensity)
+    except ValueError as exc:
+        raise ConfigError(
+            str(exc), hint=Hint("carbon_intensity", "set QB_CARBON_INTENSITY to a code or g/kWh")
+        ) from exc
+
+
+def _measurements(
+    measurer: Measurer, results: Sequence[GenerateResult | ChoiceResult]
+) -> Measurements:
+    """Generated tokens: the backend's counts for generations and letter replies (a
+    log-likelihood's ``n_tokens`` are scored tokens, read rather than generated)."""
+    generations = [r for r in results if isinstance(r, GenerateResult)]
+    if generations:
+        generated = sum(r.n_tokens for r in generations)
+        return measurer.measurements(generated_tokens=generated, sequences=len(generations))
+    letters = [r for r in results if isinstance(r, ChoiceResult) and r.method == "letter"]
+    generated_letters = sum(r.n_tokens for r in letters) if letters else None
+    return measurer.measurements(generated_tokens=generated_letters, sequences=len(letters))

@@ -13,6 +13,7 @@ from typing import Any
 
 from quorumbench.core.scoring import Aggregate
 from quorumbench.evaluation.predictions import Prediction
+from quorumbench.protocol import Measurements
 
 SCHEMA = "quorumbench.eval-result/v2"
 
@@ -61,6 +62,9 @@ class RunResult:
     environment: dict[str, Any]
     started_at: str
     slices: Sequence[LabelSlice] = field(default_factory=list)
+    measurements: Measurements | None = None
+    """Energy, CO₂, tokens, latency and memory measured around the run (absent when
+    it was not measured; evaluation/measure.py)."""
 
     @property
     def score(self) -> float:
@@ -99,6 +103,11 @@ class RunResult:
             "started_at": self.started_at,
             "environment": self.environment,
             "slices": [asdict(s) for s in self.slices],
+            **(
+                {"measurements": self.measurements.model_dump(mode="json")}
+                if self.measurements is not None
+                else {}
+            ),
             "samples": [asdict(s) for s in self.samples],
         }
 

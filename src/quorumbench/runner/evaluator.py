@@ -103,6 +103,7 @@ class TaskEvaluator:
         allow_private_data_urls: bool = False,
         data_cache_dir: Path | None = None,
         fetch_policy: FetchPolicy | None = None,
+        carbon_intensity: str | None = None,
     ) -> None:
         self.context = BenchmarkContext(datasets_dir, executor=executor)
         self.fetch_policy = fetch_policy or FetchPolicy(allow_private=allow_private_data_urls)
@@ -110,6 +111,7 @@ class TaskEvaluator:
         self.allow_private_endpoints = allow_private_endpoints
         self.options = options or BackendOptions()
         self.batch_size = batch_size
+        self.carbon_intensity = carbon_intensity
         self.max_models = max(1, max_models)
         self._load_backend = backend_loader
         self._load_benchmark = benchmark_loader
@@ -216,7 +218,12 @@ class TaskEvaluator:
         # The epoch's seed is secret until the epoch is over, so the ids cannot be
         # re-derived here; `quorumbench verify` checks them against the revealed seed.
         samples = bench.samples(wanted)  # a DataError for an id the benchmark lacks
-        config = EvalConfig(n=n, seed=task.seed_commitment, batch_size=self.batch_size)
+        config = EvalConfig(
+            n=n,
+            seed=task.seed_commitment,
+            batch_size=self.batch_size,
+            carbon_intensity=self.carbon_intensity,
+        )
         return Prepared(bench, config, task.model.ref, tuple(samples))
 
     def run(

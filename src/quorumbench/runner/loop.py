@@ -165,6 +165,7 @@ def result_payload(task_id: int, result: RunResult) -> ResultPayload:
             {**result.environment, "device": result.model.get("device")}
         ),
         model_revision=result.model.get("revision"),
+        measurements=result.measurements,
     )
 
 
@@ -496,6 +497,7 @@ def build_runner(
         executor=code_runner(sandbox),
         allow_private_data_urls=settings.allow_private_data_urls,
         data_cache_dir=settings.cache_dir / "benchmark-data" if settings.cache_dir else None,
+        carbon_intensity=settings.carbon_intensity,
     )
     runner = Runner(
         client,

@@ -16,11 +16,12 @@ stdin closes. Only the standard library is imported at module level.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 BOOT = (
@@ -61,6 +62,7 @@ class _Worker:
     def __init__(self, channel: _Channel) -> None:
         self.channel = channel
         self.backend: Any = None
+        self.usage: dict[str, Any] = {}
 
     def load(self, message: dict[str, Any]) -> Any:
         from quorumbench.backends import BackendOptions
@@ -86,19 +88,39 @@ class _Worker:
         from quorumbench.runner.protocol import decode_generate, encode_generate_result
 
         requests = [decode_generate(r) for r in message["requests"]]
-        results = self.backend.generate(
-            requests, batch_size=int(message["batch_size"]), progress=self.channel.progress
-        )
+        with self._measured(message):
+            results = self.backend.generate(
+                requests, batch_size=int(message["batch_size"]), progress=self.channel.progress
+            )
         return [encode_generate_result(r) for r in results]
 
     def choose(self, message: dict[str, Any]) -> Any:
         from quorumbench.runner.protocol import decode_choice, encode_choice_result
 
         requests = [decode_choice(r) for r in message["requests"]]
-        results = self.backend.choose(
-            requests, batch_size=int(message["batch_size"]), progress=self.channel.progress
-        )
+        with self._measured(message):
+            results = self.backend.choose(
+                requests, batch_size=int(message["batch_size"]), progress=self.channel.progress
+            )
         return [encode_choice_result(r) for r in results]
+
+    @contextlib.contextmanager
+    def _measured(self, message: dict[str, Any]) -> Iterator[None]:
+        """Measure the operation when the runner asks (``"measure": true``); the
+        ``usage`` operation then hands the figures back."""
+        self.usage = {}
+        if not message.get("measure"):
+            yield
+            return
+        from quorumbench.evaluation.measure import Measurer
+
+        with Measurer(str(self.backend.info.device), energy=False) as measurer:
+            yield
+        self.usage = measurer.usage_for_parent()
+
+    def take_usage(self, message: dict[str, Any]) -> Any:
+        usage, self.usage = self.usage, {}
+        return usage
 
     def count_tokens(self, message: dict[str, Any]) -> Any:
         return int(self.backend.count_tokens(str(message["text"])))
@@ -110,6 +132,7 @@ class _Worker:
             "generate": self.generate,
             "choose": self.choose,
             "count_tokens": self.count_tokens,
+            "usage": self.take_usage,
         }
         op = message.get("op")
         if op not in operations:

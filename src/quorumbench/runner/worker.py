@@ -43,6 +43,7 @@ from quorumbench.evaluation.backend import (
     Progress,
     no_progress,
 )
+from quorumbench.evaluation.usage import current_usage
 from quorumbench.runner import protocol
 from quorumbench.runner._cgroup import PidsCgroup, pids_root, sweep
 from quorumbench.runner.faults import RunnerSetupError
@@ -267,7 +268,7 @@ class SandboxedBackend:
             "requests": [protocol.encode_generate(r) for r in requests],
             "batch_size": batch_size,
         }
-        value = self.worker.call(message, lambda: progress(0), progress)
+        value = self._call_measured(message, progress)
         return protocol.decode_generate_results(value, len(requests))
 
     def choose(
@@ -282,8 +283,24 @@ class SandboxedBackend:
             "requests": [protocol.encode_choice(r) for r in requests],
             "batch_size": batch_size,
         }
-        value = self.worker.call(message, lambda: progress(0), progress)
+        value = self._call_measured(message, progress)
         return protocol.decode_choice_results(value, len(requests))
+
+    def _call_measured(self, message: dict[str, Any], progress: Progress) -> Any:
+        """Call the worker; when an evaluation is measured, the worker measures the
+        operation (its backend's timings, CPU seconds, memory peaks) and this adds them
+        to the measurement."""
+        usage = current_usage()
+        if usage is None:
+            return self.worker.call(message, lambda: progress(0), progress)
+        value = self.worker.call({**message, "measure": True}, lambda: progress(0), progress)
+        figures = self.worker.call({"op": "usage"}, lambda: progress(0))
+        if isinstance(figures, dict) and figures:
+            try:
+                usage.merge(figures)
+            except ValueError as exc:  # a worker's bad figures are dropped, not invented
+                log.warning("the worker's measurements are unusable: %s", exc)
+        return value
 
     def count_tokens(self, text: str) -> int:
         deadline = time.monotonic() + 60

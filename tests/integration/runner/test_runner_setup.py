@@ -288,8 +288,9 @@ def test_an_out_of_date_benchmark_releases_and_stops_with_one_line(world, monkey
 def test_a_runner_whose_protocol_is_no_longer_accepted_stops_with_one_line(
     world, home, monkeypatch
 ):
-    """The server moved to protocol 2.0: a 1.0 runner's first pull is refused (426), and
+    """The server moved to protocol 2.0: a 1.x runner's first pull is refused (426), and
     the runner prints why and how to upgrade, and exits 1 instead of retrying."""
+    runner_version = protocol.PROTOCOL_VERSION
     alice = world.token("alice")
     assert init(world, alice).exit_code == 0
     monkeypatch.setattr(protocol, "PROTOCOL_VERSION", "2.0")  # the server's, read per call
@@ -305,7 +306,8 @@ def test_a_runner_whose_protocol_is_no_longer_accepted_stops_with_one_line(
     assert stopped.returncode == 1, stopped.stderr
     lines = stopped.stderr.strip().splitlines()
     assert lines[-1] == (
-        "error: this server accepts runner protocol 2.0; this runner speaks 1.0: upgrade "
+        f"error: this server accepts runner protocol 2.0; this runner speaks {runner_version}: "
+        "upgrade "
         "quorumbench on the runner (pip install -U quorumbench)"
     )
     assert world.leases() == [], "nothing was leased"

@@ -412,6 +412,13 @@ def test_the_bundled_model_scores_the_same_inside_and_outside(smollm2_backend, m
         "score",
     ):
         assert inside[key] == outside[key], key
+    # the worker measured itself and handed its figures back (docs/efficiency.md)
+    measured, local = inside["measurements"], outside["measurements"]
+    for key in ("prompt_tokens", "generated_tokens"):
+        assert measured[key] == local[key] > 0, key
+    assert measured["ttft_s"] > 0 and measured["decode_tokens_per_s"] > 0
+    assert measured["peak_rss_bytes"] > 100 * 2**20  # the worker's, which holds the model
+    assert measured["energy_method"] in ("rapl", "estimate") and measured["energy_kwh"] > 0
 
 
 @pytest.mark.model

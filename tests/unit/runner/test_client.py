@@ -24,7 +24,7 @@ from quorumbench.errors import (
     ServerUnavailableError,
     UnsupportedProtocolError,
 )
-from quorumbench.protocol import ResultPayload, Task
+from quorumbench.protocol import PROTOCOL_VERSION, ResultPayload, Task
 from quorumbench.runner.client import Lease, ServerClient
 from quorumbench.runner.keys import new_key
 
@@ -278,7 +278,7 @@ def test_submit_retries_resend_identical_bytes():
     assert len(bodies) == 3
     assert bodies[0] == bodies[1] == bodies[2]
     body = json.loads(bodies[0])
-    assert body["attempt"] == 1 and body["protocol_version"] == "1.0"
+    assert body["attempt"] == 1 and body["protocol_version"] == PROTOCOL_VERSION == "1.1"
     assert body["result"] == payload.model_dump(mode="json")
     assert body["signature"]["key_id"] == KEY.key_id
 
@@ -458,17 +458,17 @@ def test_a_protocol_the_server_refuses_is_one_error_never_retried():
             "type": "/problems/unsupported-protocol",
             "title": "Unsupported protocol",
             "status": 426,
-            "detail": "this server accepts runner protocol 2.0; this runner speaks 1.0: upgrade",
-            "protocol_version": "1.0",
+            "detail": "this server accepts runner protocol 2.0; this runner speaks 1.1: upgrade",
+            "protocol_version": PROTOCOL_VERSION,
             "accepted_versions": "2.0",
         }
         return httpx.Response(426, json=body, headers={"content-type": "application/problem+json"})
 
     with pytest.raises(UnsupportedProtocolError) as caught:
         make_client(handler).pull()
-    assert (caught.value.version, caught.value.accepted) == ("1.0", "2.0")
+    assert (caught.value.version, caught.value.accepted) == (PROTOCOL_VERSION, "2.0")
     assert caught.value.message.startswith("this server accepts runner protocol 2.0")
-    assert len(calls) == 1 and calls[0]["protocol_version"] == "1.0"
+    assert len(calls) == 1 and calls[0]["protocol_version"] == PROTOCOL_VERSION
 
 
 def test_an_answer_that_is_not_the_protocols_names_the_endpoint():
@@ -477,5 +477,5 @@ def test_an_answer_that_is_not_the_protocols_names_the_endpoint():
     with pytest.raises(ConfigError) as caught:
         make_client(lambda r: httpx.Response(201, json=grant)).pull()
     message = caught.value.message
-    assert "answer to POST /v0/leases is not protocol 1.0's LeaseGrant" in message
+    assert f"answer to POST /v0/leases is not protocol {PROTOCOL_VERSION}'s LeaseGrant" in message
     assert "task.seed_commitment: Field required" in message

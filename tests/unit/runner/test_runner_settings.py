@@ -56,3 +56,16 @@ def test_private_endpoints_are_refused_by_default(monkeypatch):
     assert RunnerSettings(_env_file=None).allow_private_endpoints is False
     monkeypatch.setenv("QB_RUNNER_ALLOW_PRIVATE_ENDPOINTS", "true")
     assert RunnerSettings(_env_file=None).allow_private_endpoints is True
+
+
+def test_the_carbon_intensity_has_two_names_and_is_checked(monkeypatch):
+    monkeypatch.delenv("QB_RUNNER_CARBON_INTENSITY", raising=False)
+    monkeypatch.delenv("QB_CARBON_INTENSITY", raising=False)
+    assert RunnerSettings(_env_file=None).carbon_intensity is None
+    monkeypatch.setenv("QB_CARBON_INTENSITY", "SE")
+    assert RunnerSettings(_env_file=None).carbon_intensity == "SE"
+    monkeypatch.setenv("QB_RUNNER_CARBON_INTENSITY", " 350g ")
+    assert RunnerSettings(_env_file=None).carbon_intensity == "350g"  # the runner's own wins
+    monkeypatch.setenv("QB_RUNNER_CARBON_INTENSITY", "5000")
+    with pytest.raises(ValidationError, match="above 2000"):
+        RunnerSettings(_env_file=None)
