@@ -41,6 +41,7 @@ QuorumError
 │   ├── DuplicateBenchmarkError the benchmark name (and version) is taken already
 │   ├── InsufficientFundsError  a transfer larger than the holder's balance
 │   ├── DuplicateEntryError     the same weights (or model) entered in a pool already
+│   ├── IdempotencyKeyReusedError an Idempotency-Key used before for another request
 │   └── LeaseExpiredError       the lease expired or was superseded (fencing)
 ├── AuthenticationError         no valid API token
 ├── PermissionDeniedError       the token lacks a scope, or the account may not act
@@ -269,6 +270,13 @@ class DuplicateEntryError(ConflictError):
     """The model, or a model with the same weights, is in the pool already."""
 
     code = "duplicate-entry"
+
+
+class IdempotencyKeyReusedError(ConflictError):
+    """An ``Idempotency-Key`` this account sent before with a different request: nothing
+    was done (HTTP 422, as the IETF draft on the header says)."""
+
+    code = "idempotency-key-reused"
 
 
 class LeaseExpiredError(ConflictError):

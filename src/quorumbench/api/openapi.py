@@ -158,6 +158,7 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
         E.InsufficientFundsError,  # funds above the caller's balance
         E.UnknownBenchmarkError,  # a benchmark the server does not run
         E.InvalidSpecError,  # times or parameters the service refuses
+        E.IdempotencyKeyReusedError,  # the Idempotency-Key came with another request
     ),
     "GET /v0/pools": (E.InvalidSpecError,),  # a phase the service does not know
     "GET /v0/pools/{pool_id}": (E.NotFoundError,),
@@ -180,7 +181,11 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
         E.InvalidSpecError,  # a bad spec, or data.sha256 is not the commitment
         E.DataError,  # unreachable, too large, a private URL, the hash, a bad row
     ),
-    "POST /v0/ledger/mint": (E.PermissionDeniedError, E.NotFoundError),  # admins; the account
+    "POST /v0/ledger/mint": (  # admins; the account; the Idempotency-Key's request
+        E.PermissionDeniedError,
+        E.NotFoundError,
+        E.IdempotencyKeyReusedError,
+    ),
     "GET /v0/ledger/check": (E.PermissionDeniedError,),  # admins only
 }
 """The errors each operation's services raise on purpose (``METHOD /path``)."""

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path, Request
+from fastapi import FastAPI, Header, Path, Request
 from fastapi.dependencies.models import Dependant
 from pydantic import AliasChoices, BaseModel
 from starlette.datastructures import QueryParams
@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from quorumbench.api.problems import problem
 from quorumbench.api.routing import route_contexts, route_path
 from quorumbench.protocol import MAX_ID
+from quorumbench.services.idempotency import KEY_PATTERN
 
 API_PREFIX = "/v0"
 MAX_INT = MAX_ID
@@ -181,3 +182,18 @@ class UnknownParams:
 def install(app: FastAPI) -> None:
     """Refuse unknown query parameters on every route of ``app`` under ``/v0``."""
     app.add_middleware(UnknownParams, api=app)
+
+
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=KEY_PATTERN,
+        description="A key of your choosing (1 to 64 of A-Z a-z 0-9 _ . : -, e.g. a UUID): "
+        "a retry of the same request with the same key does nothing again and answers "
+        "what the first one made (``Idempotent-Replayed: true``); the key with another "
+        "request is 422 ``idempotency-key-reused``. Keys are per account, kept.",
+    ),
+]
+"""The optional ``Idempotency-Key`` header of requests that move credits
+(``services/idempotency.py``)."""

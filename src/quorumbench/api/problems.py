@@ -43,6 +43,7 @@ MEDIA_TYPE = "application/problem+json"
 STATUS: dict[type[errors.QuorumError], int] = {
     errors.NotFoundError: 404,
     errors.ConflictError: 409,
+    errors.IdempotencyKeyReusedError: 422,
     errors.AuthenticationError: 401,
     errors.PermissionDeniedError: 403,
     errors.RateLimitedError: 429,

@@ -16,12 +16,14 @@ opposite directions cannot deadlock.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
 
 from quorumbench.db.models import Account
 from quorumbench.db.pool_models import ISSUANCE, LedgerBalance, LedgerEntry
@@ -169,9 +171,16 @@ def _ensure_balance(conn: Connection, holder: str, now: datetime) -> None:
 
 
 def mint(
-    ctx: ServerContext, *, admin_id: int, account_name: str, amount: int, memo: str
+    ctx: ServerContext,
+    *,
+    admin_id: int,
+    account_name: str,
+    amount: int,
+    memo: str,
+    record: Callable[[Session, int], None] | None = None,
 ) -> LedgerLine:
     """An admin mints credits to an account (its own transaction): the account's line.
+    ``record(session, line_id)`` runs in that transaction (the API's idempotency key).
 
     Minting debits ``issuance``; nothing here settles with a payment system (a payment
     provider's webhook would call this with a memo naming the payment)."""
@@ -198,7 +207,18 @@ def mint(
         row = conn.execute(
             select(_ENTRIES).where(_ENTRIES.c.txn_id == txn_id, _ENTRIES.c.holder == holder)
         ).one()
+        if record is not None:
+            record(session, int(row.id))
         return _line(row._mapping)
+
+
+def line(ctx: ServerContext, line_id: int) -> LedgerLine:
+    """One ledger line by its id."""
+    with ctx.db.read_connection() as conn:
+        row = conn.execute(select(_ENTRIES).where(_ENTRIES.c.id == line_id)).one_or_none()
+    if row is None:
+        raise NotFoundError(f"no ledger line {line_id}")
+    return _line(row._mapping)
 
 
 def balance(ctx: ServerContext, holder: str) -> int:

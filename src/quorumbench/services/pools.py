@@ -247,6 +247,8 @@ def create_pool(
         )
         session.add(pool)
         session.flush()
+        if record is not None:  # before the funds move: a concurrent twin stops here
+            record(session, pool.id)
         try:
             ledger.transfer(
                 session.connection(),
@@ -261,8 +263,6 @@ def create_pool(
             )
         except ValueError as exc:  # an amount the ledger refuses (too large)
             raise InvalidSpecError(f"funds: {exc}") from exc
-        if record is not None:
-            record(session, pool.id)
         return _view(ctx, pool, principal.name, 0, now)
 
 

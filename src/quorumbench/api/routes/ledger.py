@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Response, status
 
 from quorumbench.api.deps import Context, CurrentPrincipal, Writer
 from quorumbench.api.ledger_schemas import LedgerCheckOut, LedgerLineOut, LedgerMeOut, MintIn
+from quorumbench.api.params import IdempotencyKeyHeader
 from quorumbench.errors import PermissionDeniedError
-from quorumbench.services import ledger
+from quorumbench.services import idempotency, ledger
 
 router = APIRouter(prefix="/v0/ledger", tags=["ledger"])
 
@@ -36,19 +37,39 @@ def my_ledger(
 
 
 @router.post("/mint", response_model=LedgerLineOut, status_code=status.HTTP_201_CREATED)
-def mint(body: MintIn, ctx: Context, principal: Writer) -> LedgerLineOut:
+def mint(
+    body: MintIn,
+    ctx: Context,
+    principal: Writer,
+    response: Response,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> LedgerLineOut:
     """Mint credits to an account (admin only): the account's line. Settling with a
-    payment system is outside QuorumBench."""
+    payment system is outside QuorumBench. With an ``Idempotency-Key``, a retry of the
+    same request answers the first one's line (``Idempotent-Replayed: true``) and mints
+    nothing; the key with another request is 422."""
     if not principal.acts_as_admin:
         raise PermissionDeniedError("minting credits needs the 'admin' scope")
-    line = ledger.mint(
-        ctx,
-        admin_id=principal.account_id,
-        account_name=body.account,
-        amount=body.amount,
-        memo=body.memo,
+    found = idempotency.claim(
+        principal.account_id, "ledger:mint", idempotency_key, body.model_dump(mode="json")
     )
-    return LedgerLineOut.model_validate(line)
+    done = idempotency.once(
+        ctx,
+        found,
+        lambda record: ledger.mint(
+            ctx,
+            admin_id=principal.account_id,
+            account_name=body.account,
+            amount=body.amount,
+            memo=body.memo,
+            record=record,
+        ),
+    )
+    if done.made is not None:
+        return LedgerLineOut.model_validate(done.made)
+    assert done.earlier is not None
+    response.headers[idempotency.REPLAYED_HEADER] = "true"
+    return LedgerLineOut.model_validate(ledger.line(ctx, done.earlier))
 
 
 @router.get("/check", response_model=LedgerCheckOut)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 
 from quorumbench.api.deps import Context, Writer
-from quorumbench.api.params import RowId
+from quorumbench.api.params import IdempotencyKeyHeader, RowId
 from quorumbench.api.pool_schemas import (
     CancelIn,
     FinalProgressOut,
@@ -24,7 +24,7 @@ from quorumbench.api.pool_schemas import (
     StandingRowOut,
 )
 from quorumbench.errors import PermissionDeniedError
-from quorumbench.services import pools
+from quorumbench.services import idempotency, pools
 from quorumbench.services.pools import PoolEntryView, PoolSpec, PoolView, StandingRow
 
 router = APIRouter(prefix="/v0/pools", tags=["pools"])
@@ -39,7 +39,12 @@ _CREATED: dict[int | str, dict[str, Any]] = {
                 "description": "The pool's URL (``/v0/pools/{pool_id}``).",
                 "required": True,
                 "schema": {"type": "string"},
-            }
+            },
+            "Idempotent-Replayed": {
+                "description": "``true`` when an earlier request with the same "
+                "``Idempotency-Key`` made this pool (nothing was done again).",
+                "schema": {"type": "string"},
+            },
         },
     }
 }
@@ -141,11 +146,19 @@ def list_pools(
     response_model=PoolOut,
     responses=_CREATED,
 )
-def create_pool(body: PoolIn, ctx: Context, principal: Writer, response: Response) -> PoolOut:
+def create_pool(
+    body: PoolIn,
+    ctx: Context,
+    principal: Writer,
+    response: Response,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> PoolOut:
     """Create a pool (needs the ``model:register`` scope): its funds move from your
     balance into the pool's escrow in the same transaction. Funds above your balance
     are 409 ``insufficient-funds``; an unknown benchmark, bad times or parameters are
-    4xx: every refusal moves and stores nothing."""
+    4xx: every refusal moves and stores nothing. With an ``Idempotency-Key``, a retry
+    of the same request answers the pool the first one made (``Idempotent-Replayed:
+    true``) and moves nothing; the key with another request is 422."""
     principal.require(SCOPE)
     starts_at = body.starts_at or ctx.now()
     spec = PoolSpec(
@@ -165,9 +178,19 @@ def create_pool(body: PoolIn, ctx: Context, principal: Writer, response: Respons
         period_s=body.period_s,
         final_sha256=body.final_sha256,
     )
-    made = pools.create_pool(ctx, principal, spec)
-    response.headers["Location"] = f"/v0/pools/{made.id}"
-    return pool_out(made)
+    found = idempotency.claim(
+        principal.account_id, "pool:create", idempotency_key, body.model_dump(mode="json")
+    )
+    done = idempotency.once(
+        ctx, found, lambda record: pools.create_pool(ctx, principal, spec, record=record)
+    )
+    if done.made is not None:
+        response.headers["Location"] = f"/v0/pools/{done.made.id}"
+        return pool_out(done.made)
+    assert done.earlier is not None
+    response.headers["Location"] = f"/v0/pools/{done.earlier}"
+    response.headers[idempotency.REPLAYED_HEADER] = "true"
+    return pool_out(pools.get_pool(ctx, done.earlier).pool)
 
 
 @router.get("/{pool_id}", response_model=PoolDetailOut)
