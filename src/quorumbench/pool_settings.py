@@ -58,3 +58,12 @@ class PoolSettings(BaseModel):
         description="Held-out items per task: each entry gets one task per part of this "
         "many items.",
     )
+    pool_budget_share: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="The fraction of each epoch's task and sample budgets reserved for "
+        "running prize pools' (entry, benchmark) pairs, split among the pools in "
+        "proportion to their funds; what a pool does not use goes back to everyone "
+        "(core/pool_priority.py; 0: no reserve).",
+    )

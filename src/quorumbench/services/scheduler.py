@@ -24,17 +24,18 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.leaderboard import overlapping
+from quorumbench.core.pool_priority import PoolClaim, plan_with_pools
 from quorumbench.core.sampling import sample_ids
 from quorumbench.core.scheduling import (
     Budget,
     PairStats,
     Ranked,
     depth_tiers,
-    plan_epoch,
     task_depth,
     tier_at,
 )
 from quorumbench.db.models import TASK_EPOCH, Benchmark, Epoch, LeaderboardEntry, Model, Task
+from quorumbench.db.pool_models import Pool, PoolEntry
 from quorumbench.errors import QuorumError
 from quorumbench.logs import event
 from quorumbench.protocol import TaskStatus
@@ -284,6 +285,32 @@ def _loadable_tiers(
     return tiers
 
 
+def pool_claims(
+    session: Session, epoch: Epoch, benchmarks: dict[int, Benchmark]
+) -> list[PoolClaim]:
+    """The running pools whose board counts this epoch (active, and the epoch inside
+    the pool's start and end), with their entries' pairs on this epoch's benchmarks
+    (``core/pool_priority.py`` reserves budget for them)."""
+    ids_of: dict[str, list[int]] = {}
+    for bench in benchmarks.values():
+        ids_of.setdefault(bench.name, []).append(bench.id)
+    pools = session.execute(
+        select(Pool.id, Pool.funds, Pool.benchmarks).where(
+            Pool.status == "active",
+            Pool.starts_at <= epoch.starts_at,
+            Pool.ends_at >= epoch.ends_at,
+        )
+    ).all()
+    claims = []
+    for pool in pools:
+        models = session.scalars(select(PoolEntry.model_id).where(PoolEntry.pool_id == pool.id))
+        bench_ids = [i for name in pool.benchmarks for i in ids_of.get(name, [])]
+        pairs = frozenset((m, b) for m in models for b in bench_ids)
+        if pairs:
+            claims.append(PoolClaim(pool.id, int(pool.funds), pairs))
+    return claims
+
+
 def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
     """Create this epoch's missing tasks within its budget (idempotent: several replicas
     may run it at once; a pair another one created first is skipped); how many this
@@ -315,7 +342,10 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
             max(0, settings.epoch_task_budget - len(have)),
             max(0, settings.epoch_sample_budget - sum(have.values())),
         )
-        plan = plan_epoch(pairs, budget, bucket=settings.samples_per_task)
+        claims = pool_claims(session, epoch, benchmarks)
+        plan = plan_with_pools(
+            pairs, budget, settings.samples_per_task, claims, settings.pool_budget_share
+        )
         ids_for: dict[tuple[int, int], list[str]] = {}
         for priority, pair in enumerate(plan, start=len(have)):
             bench = benchmarks[pair.benchmark_id]
