@@ -15,6 +15,7 @@ from typing import Any
 
 from quorumbench.services.board import MODEL_TYPES, BoardPage, BoardQuery, all_model_ids, board
 from quorumbench.services.context import ServerContext
+from quorumbench.services.efficiency import overview
 from quorumbench.services.subjects import load_labels
 from quorumbench.services.views.model import model_view
 from quorumbench.web import data
@@ -85,12 +86,14 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
         _write(directory / f"{name}.html", html)
         files += 1
     ids = all_model_ids(ctx)
+    measured = overview(ctx).figures
     for model_id in ids:
         view = model_view(ctx, model_id)
         html = render(
             "model.html",
             down,
             m=view,
+            efficiency=[f for f in measured if f.model_id == model_id],
             static_json=f"{model_id}.json",
             static_csv=f"{model_id}.csv",
             active="board",

@@ -5,7 +5,8 @@ tell a page for people from the JSON API.
 out, ``account`` the signed-in account's page and its forms, ``submit`` the
 submission form and retiring a model, ``ask`` asking in plain language (``/ask``,
 ``/asks/{id}``), ``pools`` the prize pools (``/pools``, ``/pools/{id}``, the create
-and join forms).
+and join forms), ``efficiency`` the measured efficiency per hardware class
+(``/efficiency``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from quorumbench.web import account, ask, pools, routes, signin, submit
+from quorumbench.web import account, ask, efficiency, pools, routes, signin, submit
 
 ROUTERS: tuple[APIRouter, ...] = (
     routes.router,
@@ -24,6 +25,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     submit.router,
     ask.router,
     pools.router,
+    efficiency.router,
 )
 
 

@@ -101,6 +101,25 @@ def fmt_score(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
+def fmt_figure(value: float | None) -> str:
+    """A measured figure to three significant digits (``—`` when not measured)."""
+    return "—" if value is None else f"{value:.3g}"
+
+
+def fmt_bytes(value: float | None) -> str:
+    """A memory size in MiB or GiB (``—`` when not measured)."""
+    if value is None:
+        return "—"
+    if value >= 2**30:
+        return f"{value / 2**30:.2f} GiB"
+    return f"{value / 2**20:.0f} MiB"
+
+
+def fmt_counts(counts: dict[str, int]) -> str:
+    """``{"estimate": 12, "rapl": 3}`` → ``estimate 12, rapl 3``."""
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "—"
+
+
 @cache
 def environment() -> Environment:
     env = Environment(
@@ -109,7 +128,14 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(params=fmt_params, time=fmt_time, score=fmt_score)
+    env.filters.update(
+        params=fmt_params,
+        time=fmt_time,
+        score=fmt_score,
+        figure=fmt_figure,
+        bytes=fmt_bytes,
+        counts=fmt_counts,
+    )
     env.globals.update(
         interval_bar=charts.interval_bar,
         history_chart=charts.history_chart,

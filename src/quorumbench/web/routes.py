@@ -24,6 +24,7 @@ from quorumbench.errors import ConfigError, NotFoundError, QuorumError
 from quorumbench.services import tasks
 from quorumbench.services.board import MODEL_TYPES, BoardPage, BoardQuery, board, paged
 from quorumbench.services.context import ServerContext
+from quorumbench.services.efficiency import overview
 from quorumbench.services.views.compare import compare
 from quorumbench.services.views.model import model_view
 from quorumbench.services.views.runners import runner_list
@@ -233,9 +234,15 @@ def model_page(request: Request, model_id: int, format: Format = "html") -> Resp
         if format == "csv":
             rows = data.model_csv_rows(view)
             return _csv(data.to_csv(data.MODEL_CSV_COLUMNS, rows), f"model-{model_id}")
+        measured = overview(_ctx(request), model_id=model_id).figures
         return html_page(
             page_html(
-                request, "model.html", m=view, data_path=f"/models/{model_id}", active="board"
+                request,
+                "model.html",
+                m=view,
+                efficiency=measured,
+                data_path=f"/models/{model_id}",
+                active="board",
             )
         )
 
