@@ -24,7 +24,7 @@ from quorumbench.errors import ConfigError, NotFoundError, QuorumError
 from quorumbench.services import tasks
 from quorumbench.services.board import MODEL_TYPES, BoardPage, BoardQuery, board, paged
 from quorumbench.services.context import ServerContext
-from quorumbench.services.efficiency import overview
+from quorumbench.services.efficiency import by_model, overview
 from quorumbench.services.views.compare import compare
 from quorumbench.services.views.model import model_view
 from quorumbench.services.views.runners import runner_list
@@ -192,8 +192,11 @@ def leaderboard_page(
     per_page: int = Query(50, ge=1, le=1000),
     format: Format = "html",
     fragment: bool = False,
+    efficiency: str | None = Query(None, max_length=200),
 ) -> Response:
-    """The leaderboard; ``fragment=1`` gives the table body as JSON (auto-refresh)."""
+    """The leaderboard; ``fragment=1`` gives the table body as JSON (auto-refresh).
+    ``efficiency=<hardware class>`` adds that class's measured efficiency columns to
+    the page (services/efficiency.py): shown beside the ranking, never used for it."""
 
     def build() -> Response:
         query, state = _board_query(
@@ -204,8 +207,12 @@ def leaderboard_page(
             return JSONResponse(data.board_dict(shown))
         if format == "csv":
             return _csv(data.board_csv(shown), "leaderboard")
+        measured = None
+        if efficiency:
+            state["efficiency"] = efficiency
+            measured = by_model(overview(_ctx(request)), efficiency)
         if fragment:
-            rows = render("_board_rows.html", LINKS, page=shown)
+            rows = render("_board_rows.html", LINKS, page=shown, measured=measured)
             return JSONResponse({"html": rows, "count": _count_text(shown)})
         return html_page(
             page_html(
@@ -215,6 +222,8 @@ def leaderboard_page(
                 state=state,
                 types=MODEL_TYPES,
                 sort_state=sort_state(state, shown.query),
+                measured=measured,
+                efficiency_class=efficiency or None,
                 quorum=_ctx(request).settings.quorum,
                 refresh_url=LINKS.home(**state, fragment=1),
                 data_path=LINKS.home(**state),

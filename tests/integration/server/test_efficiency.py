@@ -181,3 +181,23 @@ def test_a_model_without_measurements_says_so(api, people):
         "rows": [],
     }
     assert "No measurements yet." in api.get("/efficiency").text
+
+
+def test_the_leaderboard_shows_efficiency_columns_on_request_in_the_same_order(api, measured):
+    plain = api.get("/").text
+    assert "not used for ranking" not in plain
+    shown = api.get("/", params={"efficiency": GPU_CLASS}).text
+    assert shown.count("not used for ranking") == 3 and GPU_CLASS in shown
+
+    def order(html):
+        return [html.index(f'data-model="{measured[m]}"') for m in ("B", "A")]
+
+    assert order(plain)[0] < order(plain)[1] and order(shown)[0] < order(shown)[1]
+    assert "1e+03" in shown and "375" in shown  # A's and B's efficiency on the GPU
+    assert "nvml 1" in shown
+    # links keep the columns: sorting, the refresh fragment
+    assert "efficiency=gpu%3Anvidia-h100-80gb-hbm3" in shown
+    fragment = api.get("/", params={"efficiency": GPU_CLASS, "fragment": 1}).json()["html"]
+    assert "375" in fragment
+    none = api.get("/", params={"efficiency": "gpu:nvidia-a100"}).text
+    assert none.count("not measured") >= 4  # two models, two columns each
