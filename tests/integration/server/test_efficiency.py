@@ -147,9 +147,7 @@ def test_pages_show_the_figures_beside_the_ranking(api, measured):
     html = page.text
     assert "never used for it" in html and CPU_CLASS in html and GPU_CLASS in html
     assert "estimate 1, none 1" in html  # each energy figure with its method
-    assert html.index(f'data-model="{measured["A"]}"') < html.index(
-        f'data-model="{measured["B"]}"'
-    )
+    assert html.index(f'data-model="{measured["A"]}"') < html.index(f'data-model="{measured["B"]}"')
     by_energy = api.get("/efficiency", params={"class": GPU_CLASS, "sort": "aggregate"}).text
     assert by_energy.index(f'data-model="{measured["B"]}"') < by_energy.index(
         f'data-model="{measured["A"]}"'
