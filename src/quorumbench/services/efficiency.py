@@ -4,7 +4,8 @@ From the counted results of finalized epoch tasks that carry measurements (proto
 1.1, docs/efficiency.md), grouped by (model, hardware class) with
 ``core.efficiency.hardware_class``: energy and CO₂ per 1,000 samples, time to first
 token, decode speed and peak memory, each a median over the group's results, with the
-energy methods and carbon-intensity sources seen; and seed 002's efficiency, the
+energy methods and carbon-intensity sources seen (a result whose energy method is
+``none`` counts for latency and memory, never for energy or CO₂); and seed 002's efficiency, the
 model's aggregate score (the leaderboard's, ``leaderboard_aggregates``) divided by its
 kWh per 1,000 samples.
 
