@@ -6,8 +6,9 @@ epochs. :func:`plan_with_pools` therefore reserves part of each epoch's budget f
 running pools' pairs before the ordinary plan (``core/scheduling.plan_epoch``) takes
 the rest:
 
-1. A fraction ``share`` (``QB_POOL_BUDGET_SHARE``) of the epoch's task budget and of
-   its sample budget (each rounded down) is reserved for pools.
+1. A fraction ``share`` (``QB_POOL_BUDGET_SHARE``, read as the decimal it is written
+   as) of the epoch's task budget and of its sample budget (each rounded down) is
+   reserved for pools.
 2. The reserve is split among the pools (:class:`PoolClaim`) in proportion to their
    funds: each gets the integer part of ``reserve × funds / total funds``, and what the
    integer parts leave goes one unit each to the largest remainders (ties: the richer
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from quorumbench.core.scheduling import Budget, PairStats, plan_epoch
 
@@ -78,8 +80,9 @@ def plan_with_pools(
     if budget.tasks < 0 or budget.samples < 0:
         raise ValueError("budgets must be non-negative")
     order = plan_epoch(pairs, Budget(len(pairs), 2**62), bucket)  # plan_epoch's ranking
-    tasks = split_reserve(int(budget.tasks * share), claims)
-    samples = split_reserve(int(budget.samples * share), claims)
+    fraction = Fraction(str(share))  # as written: 0.29 of 100 is 29, not 28.999…
+    tasks = split_reserve(int(budget.tasks * fraction), claims)
+    samples = split_reserve(int(budget.samples * fraction), claims)
     first: list[PairStats] = []
     taken: set[tuple[int, int]] = set()
     for claim in sorted(claims, key=lambda c: (-c.funds, c.pool_id)):

@@ -289,8 +289,9 @@ def pool_claims(
     session: Session, epoch: Epoch, benchmarks: dict[int, Benchmark]
 ) -> list[PoolClaim]:
     """The running pools whose board counts this epoch (active, and the epoch inside
-    the pool's start and end), with their entries' pairs on this epoch's benchmarks
-    (``core/pool_priority.py`` reserves budget for them)."""
+    the pool's start and end), with the pairs of their entries that joined by the
+    epoch's start (the board counts no earlier epoch of an entry) on this epoch's
+    benchmarks (``core/pool_priority.py`` reserves budget for them)."""
     ids_of: dict[str, list[int]] = {}
     for bench in benchmarks.values():
         ids_of.setdefault(bench.name, []).append(bench.id)
@@ -303,7 +304,11 @@ def pool_claims(
     ).all()
     claims = []
     for pool in pools:
-        models = session.scalars(select(PoolEntry.model_id).where(PoolEntry.pool_id == pool.id))
+        models = session.scalars(  # entries the board counts this epoch for
+            select(PoolEntry.model_id).where(
+                PoolEntry.pool_id == pool.id, PoolEntry.joined_at <= epoch.starts_at
+            )
+        )
         bench_ids = [i for name in pool.benchmarks for i in ids_of.get(name, [])]
         pairs = frozenset((m, b) for m in models for b in bench_ids)
         if pairs:

@@ -60,6 +60,14 @@ def test_a_pair_over_its_pools_samples_waits_for_the_rest_and_nothing_goes_over(
     assert set(keys(plan)) == {(2, 1), (1, 1)}  # then 1 fits what is left (25), 3 does not
 
 
+def test_the_share_is_read_as_written():
+    others = [pair(m) for m in range(1, 101)]  # ranked first by plan_epoch (lower ids)
+    entries = [pair(m) for m in range(101, 201)]
+    pool = PoolClaim(1, 10, frozenset((m, 1) for m in range(101, 201)))
+    plan = plan_with_pools(others + entries, Budget(100, 10_000), 10, [pool], 0.29)
+    assert sum(p.model_id > 100 for p in plan) == 29  # 0.29 × 100 is 29, not 28.999…
+
+
 def test_bad_arguments():
     pool = PoolClaim(1, 10, frozenset())
     for share in (-0.1, 1.5):
