@@ -48,9 +48,19 @@ Electricity Data, via Our World in Data's energy dataset, ``carbon_intensity_ele
 "World", 2024). The default when a runner sets no carbon intensity."""
 
 CARBON_INTENSITY_G_PER_KWH: Mapping[str, float] = {
+    "AU": 553.83,
     "CH": 34.58,
+    "DE": 336.38,
     "ES": 146.22,
+    "FI": 66.63,
+    "FR": 40.48,
     "GB": 216.50,
+    "IN": 705.40,
+    "IT": 281.40,
+    "JP": 483.43,
+    "KR": 415.51,
+    "NL": 250.72,
+    "NO": 29.66,
     "SE": 34.91,
     "US": 383.78,
 }

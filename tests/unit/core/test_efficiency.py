@@ -146,7 +146,23 @@ def test_country_code_in_either_case(setting):
 
 
 @pytest.mark.parametrize(
-    ("code", "value"), [("GB", 216.5), ("SE", 34.91), ("CH", 34.58), ("ES", 146.22)]
+    ("code", "value"),
+    [
+        ("GB", 216.5),
+        ("SE", 34.91),
+        ("CH", 34.58),
+        ("ES", 146.22),
+        ("AU", 553.83),
+        ("DE", 336.38),
+        ("FI", 66.63),
+        ("FR", 40.48),
+        ("IN", 705.4),
+        ("IT", 281.4),
+        ("JP", 483.43),
+        ("KR", 415.51),
+        ("NL", 250.72),
+        ("NO", 29.66),
+    ],
 )
 def test_country_figures(code, value):
     assert carbon_intensity(code) == (value, f"country:{code}")
