@@ -5,7 +5,7 @@ tell a page for people from the JSON API.
 out, ``account`` the signed-in account's page and its forms, ``submit`` the
 submission form and retiring a model, ``ask`` asking in plain language (``/ask``,
 ``/asks/{id}``), ``pools`` the prize pools (``/pools``, ``/pools/{id}``, the create
-and join forms).
+and join forms), ``runner_page`` one runner's page (``/runners/{id}``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from quorumbench.web import account, ask, pools, routes, signin, submit
+from quorumbench.web import account, ask, pools, routes, runner_page, signin, submit
 
 ROUTERS: tuple[APIRouter, ...] = (
     routes.router,
@@ -24,6 +24,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     submit.router,
     ask.router,
     pools.router,
+    runner_page.router,
 )
 
 
