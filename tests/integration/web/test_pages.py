@@ -535,6 +535,9 @@ def test_a_runner_page_shows_its_measurement_flags(client, seed):
     assert "<script" not in html.split("<main", 1)[1]  # the page needs no JavaScript
     other = client.get(f"/runners/{calm}").text
     assert '<dd id="measurement-flags">0</dd>' in other and "No flagged results." in other
+    method = client.get("/methodology").text
+    assert "more than 3× above or below its class" in method
+    assert "flags do not affect scores, consensus or reputation" in method
     shown = client.get(f"/runners/{flagged}?format=json").json()  # the list is kept a while
     assert shown["runner"]["measurement_flags"] == 1 and len(shown["flagged"]) == 1
     assert shown["flagged"][0]["ratio"] == pytest.approx(10.0)
