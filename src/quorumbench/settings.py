@@ -240,6 +240,14 @@ class ServerSettings(AskSettings, PoolSettings, BaseSettings):
     outlier_limit: int = Field(
         5, ge=1, description="Outlier results after which a runner stops counting."
     )
+    measurement_outlier_factor: float = Field(
+        3.0,
+        gt=1.0,
+        le=1e6,
+        description="Flag a DONE task's result on its runner's page when its energy per sample "
+        "is more than this factor above or below its hardware class's median (classes of "
+        "one never flag; flags change no score, consensus or reputation).",
+    )
     pause_after_failed_tasks: int = Field(
         3,
         ge=0,

@@ -442,6 +442,7 @@ def test_every_page_passes_the_axe_accessibility_checks(browser, server, seed, s
     with urllib.request.urlopen(server + "/tasks?format=json&status=DISPUTED") as answer:
         (disputed,) = json.load(answer)["tasks"]
     failed = seed.fail_and_pause("chat-endpoint", "the endpoint answered 502 Bad Gateway")
+    flagged, calm = seed.flag_a_measurement()
     paths = [
         "/",
         "/?benchmark=arith&type=base",
@@ -454,6 +455,8 @@ def test_every_page_passes_the_axe_accessibility_checks(browser, server, seed, s
         "/tasks",
         f"/tasks/{disputed['id']}",
         "/runners",
+        f"/runners/{flagged}",  # with a measurement flag
+        f"/runners/{calm}",  # without
         "/methodology",
         "/submit",
         "/models/99999",

@@ -6,5 +6,6 @@
 import quorumbench.db.ask_models  # asks and public plans
 import quorumbench.db.idempotency_models  # the API's idempotency keys
 import quorumbench.db.label_models  # the ask cache
+import quorumbench.db.measurement_models  # the measurement cross-check per task
 import quorumbench.db.pool_models  # credits and prize pools
 import quorumbench.db.session_models  # noqa: F401  (sign-in sessions and form uses)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     MetaData,
     String,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -312,7 +313,11 @@ class Lease(Base):
 
 class Result(Base):
     __tablename__ = "results"
-    __table_args__ = (UniqueConstraint("task_id", "account_id"),)
+    __table_args__ = (
+        UniqueConstraint("task_id", "account_id"),
+        # a runner's measurement flags (its page, the runners list)
+        Index("ix_results_runner_flagged", "runner_id", "measurement_outlier"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), index=True)
@@ -343,6 +348,15 @@ class Result(Base):
     measurements: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     """What the runner measured around the evaluation (``protocol.Measurements``, as
     signed; None when it sent none): hardware data, never part of consensus."""
+    hardware_class: Mapped[str | None] = mapped_column(String(200), default=None, index=True)
+    """``core.efficiency.hardware_class`` of its machine, set when stored (None for results
+    stored before migration 0024; the cross-check then computes it from ``hardware``)."""
+    measurement_outlier: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false()
+    )
+    """Its energy per sample was more than ``measurement_outlier_factor`` off its hardware
+    class's median when its task became DONE (``services/measurement_check.py``). Shown on
+    the runner's page; it changes no score, consensus or reputation."""
 
 
 class ConsensusOutcome(Base):

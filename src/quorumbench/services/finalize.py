@@ -1,6 +1,8 @@
 """Making a decided task public: its outcome, the runners' reputation, its
 leaderboard row and the model's aggregate, the ask cache's per-label sums
-(``services/label_cache.py``), and its entry in the public log.
+(``services/label_cache.py``), the cross-check of the agreeing results' measurements
+(``services/measurement_check.py``: hardware data, read by none of the others), and
+its entry in the public log.
 
 All of it runs in the transaction that decided the task (``services/results.py``
 for a submission that completes a quorum, ``services/canaries.py`` for a spot check
@@ -35,6 +37,7 @@ from quorumbench.services.chance import task_chance_sum
 from quorumbench.services.context import ServerContext, forget_identities
 from quorumbench.services.label_cache import fold_task
 from quorumbench.services.leaderboard import entry_values, refresh_aggregate
+from quorumbench.services.measurement_check import check_measurements
 
 log = logging.getLogger("quorumbench.results")
 
@@ -132,8 +135,13 @@ def _publish_done(
     _update_leaderboard(ctx, conn, task_row, verdict, chance, now)
     if task_row.purpose != TASK_POOL_FINAL:  # a pool's held-out data answers no plan
         fold_task(ctx, conn, task.id, task_row, verdict, now)  # the ask cache (label sets)
+    # Hardware data beside the verdict: per-class statistics and energy flags, which
+    # change no score, consensus or reputation (services/measurement_check.py).
+    checked = check_measurements(ctx, conn, task.id, verdict.agreeing, now)
     _log_final(ctx, conn, task, verdict, now)
     task.note("task.finalized", status=TaskStatus.DONE, round=task.round, score=verdict.score)
+    if flagged := sorted(i for check in checked for i in check.flagged):
+        task.note("task.measurement_outliers", results=flagged)
 
 
 _RULE_FIELDS = ("tolerance", "epsilon")

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Integer, bindparam, func, insert, select, upd
 
 from quorumbench.core.canonical import predictions_digest
 from quorumbench.core.consensus import Vote, quorum_verdict
+from quorumbench.core.efficiency import hardware_class
 from quorumbench.core.signing import result_digest
 from quorumbench.db.models import Benchmark, Lease, LeaseState, Model, Result, Runner, Task
 from quorumbench.errors import (
@@ -199,6 +200,11 @@ def submit_result(
                 "measurements": None
                 if payload.measurements is None
                 else payload.measurements.model_dump(mode="json"),
+                "hardware_class": hardware_class(
+                    {}
+                    if payload.hardware.hardware is None
+                    else payload.hardware.hardware.model_dump(mode="json")
+                ),
                 "payload_sha256": digest,
                 "counted": counted,
                 "outlier": False,

@@ -7,6 +7,7 @@ submission form and retiring a model, ``ask`` asking in plain language (``/ask``
 ``/asks/{id}``), ``pools`` the prize pools (``/pools``, ``/pools/{id}``, the create
 and join forms), ``efficiency`` the measured efficiency per hardware class
 (``/efficiency``).
+and join forms), ``runner_page`` one runner's page (``/runners/{id}``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from quorumbench.web import account, ask, efficiency, pools, routes, signin, submit
+from quorumbench.web import account, ask, efficiency, pools, routes, runner_page, signin, submit
 
 ROUTERS: tuple[APIRouter, ...] = (
     routes.router,
@@ -26,6 +27,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     ask.router,
     pools.router,
     efficiency.router,
+    runner_page.router,
 )
 
 

@@ -19,7 +19,8 @@ from typing import Any
 from sqlalchemy import select
 
 from quorumbench.core.canonical import predictions_digest
-from quorumbench.db.models import Benchmark, Epoch, Lease, Model, Runner, Task
+from quorumbench.db.measurement_models import TaskMeasurement
+from quorumbench.db.models import Benchmark, Epoch, Lease, Model, Result, Runner, Task
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.queue.base import Claimant
 from quorumbench.services.accounts import Principal, create_account
@@ -238,3 +239,34 @@ class Seed:
                 row.paused_at = now
                 row.paused_reason = f"3 consecutive tasks failed; last reason: {reason}"
             return task.id
+
+    def flag_a_measurement(self) -> tuple[int, int]:
+        """The first DONE task's first result marked as services/measurement_check.py
+        marks an energy outlier, with its class's statistics; (its runner's id, another
+        runner's id without flags). Idempotent."""
+        cls = "cpu:amd-epyc-7b13:2c"
+        with self.ctx.db.write() as session:
+            result = session.scalars(
+                select(Result).join(Task).where(Task.status == "DONE").order_by(Result.id)
+            ).first()
+            assert result is not None
+            if not result.measurement_outlier:
+                result.measurement_outlier = True
+                result.hardware_class = cls
+                result.measurements = {"energy_kwh": 1e-3, "energy_method": "rapl"}
+                session.add(
+                    TaskMeasurement(
+                        task_id=result.task_id,
+                        hardware_class=cls,
+                        n=3,
+                        energy_kwh_per_sample_median=1e-4 / result.n,
+                        energy_kwh_per_sample_spread=0.0,
+                        flagged=1,
+                        created_at=self.clock.now,
+                    )
+                )
+            other = session.scalars(
+                select(Runner.id).where(Runner.id != result.runner_id).order_by(Runner.id)
+            ).first()
+            assert other is not None
+            return result.runner_id, other

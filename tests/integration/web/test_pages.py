@@ -524,3 +524,20 @@ def test_a_paused_model_and_its_failures_on_the_live_pages_and_in_the_export(tmp
         assert "/tasks/" not in exported  # the export has no task pages: no link to one
     finally:
         made.ctx.close()
+
+
+def test_a_runner_page_shows_its_measurement_flags(client, seed):
+    flagged, calm = seed.flag_a_measurement()
+    html = client.get(f"/runners/{flagged}").text
+    assert '<dd id="measurement-flags">1</dd>' in html and '<table id="flagged">' in html
+    assert "<code>cpu:amd-epyc-7b13:2c</code>" in html and ">10.00<" in html  # × median
+    assert "they do not affect scores, consensus or reputation" in html
+    assert "<script" not in html.split("<main", 1)[1]  # the page needs no JavaScript
+    other = client.get(f"/runners/{calm}").text
+    assert '<dd id="measurement-flags">0</dd>' in other and "No flagged results." in other
+    method = client.get("/methodology").text
+    assert "more than 3× above or below its class" in method
+    assert "flags do not affect scores, consensus or reputation" in method
+    shown = client.get(f"/runners/{flagged}?format=json").json()  # the list is kept a while
+    assert shown["runner"]["measurement_flags"] == 1 and len(shown["flagged"]) == 1
+    assert shown["flagged"][0]["ratio"] == pytest.approx(10.0)

@@ -23,6 +23,9 @@ class RunnerRow:
     agreement_rate: float | None
     suspended: bool
     last_seen_at: datetime | None
+    measurement_flags: int = 0
+    """Results whose energy per sample was flagged against their hardware class
+    (``services/measurement_check.py``); they change no score or reputation."""
 
 
 def runner_list(ctx: ServerContext) -> list[RunnerRow]:
@@ -31,16 +34,23 @@ def runner_list(ctx: ServerContext) -> list[RunnerRow]:
     return kept(ctx, ("runners",), lambda: runner_rows(ctx))
 
 
-def runner_rows(ctx: ServerContext, account_id: int | None = None) -> list[RunnerRow]:
-    """Every runner (with ``account_id``: that account's) with its contributions, most
-    results first, read now."""
+def runner_rows(
+    ctx: ServerContext, account_id: int | None = None, runner_id: int | None = None
+) -> list[RunnerRow]:
+    """Every runner (with ``account_id``: that account's; with ``runner_id``: that one)
+    with its contributions, most results first, read now."""
     counted = select(Result.runner_id, func.count()).group_by(Result.runner_id)
     listed = select(Runner, Account.name).join(Account, Account.id == Runner.account_id)
     if account_id is not None:
         counted = counted.where(Result.account_id == account_id)
         listed = listed.where(Runner.account_id == account_id)
+    if runner_id is not None:
+        counted = counted.where(Result.runner_id == runner_id)
+        listed = listed.where(Runner.id == runner_id)
+    flags = counted.where(Result.measurement_outlier)
     with ctx.db.read() as session:
         counts: dict[int, int] = {runner_id: n for runner_id, n in session.execute(counted)}
+        flagged: dict[int, int] = {runner_id: n for runner_id, n in session.execute(flags)}
         rows = session.execute(listed)
         out = [
             RunnerRow(
@@ -53,6 +63,7 @@ def runner_rows(ctx: ServerContext, account_id: int | None = None) -> list[Runne
                 r.agreements / (r.agreements + r.outliers) if r.agreements + r.outliers else None,
                 r.suspended,
                 r.last_seen_at,
+                flagged.get(r.id, 0),
             )
             for r, account in rows
         ]
