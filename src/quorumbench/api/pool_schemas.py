@@ -166,11 +166,13 @@ class RevealIn(BaseModel):
 class FinalProgressOut(BaseModel):
     """The held-out final split's progress."""
 
-    state: Literal["none", "awaiting_reveal", "evaluating", "frozen", "not_revealed"] = Field(
+    state: Literal[
+        "none", "awaiting_reveal", "evaluating", "frozen", "not_revealed", "cancelled"
+    ] = Field(
         description="``none`` (no split), ``awaiting_reveal``, ``evaluating`` (revealed; "
         "the runners evaluate every entry on it), ``frozen`` (the final standing is the "
-        "held-out one) or ``not_revealed`` (the reveal deadline passed: the pool board "
-        "decides)."
+        "held-out one), ``not_revealed`` (the reveal deadline passed: the pool board "
+        "decides) or ``cancelled``."
     )
     reveal_by: datetime | None = Field(description="The reveal deadline.")
     benchmark: str | None = Field(description="The hidden benchmark once revealed.")
@@ -201,9 +203,9 @@ class PoolOut(BaseModel):
     period_s: int
     final_sha256: str | None
     final_url: str | None
-    final_state: Literal["none", "awaiting_reveal", "evaluating", "frozen", "not_revealed"] = Field(
-        description="Where the held-out final split stands (see ``final`` of a pool)."
-    )
+    final_state: Literal[
+        "none", "awaiting_reveal", "evaluating", "frozen", "not_revealed", "cancelled"
+    ] = Field(description="Where the held-out final split stands (see ``final`` of a pool).")
     status: Literal["active", "settled", "cancelled"]
     phase: Phase = Field(
         description="``upcoming``, ``open`` (joins open), ``running`` (joins closed), "

@@ -226,6 +226,7 @@ _HELD_OUT = {
     "frozen": "held-out split: the final standing is the held-out one "
     "({done} of {tasks} tasks agreed)",
     "not_revealed": "held-out split: not revealed by {reveal_by}; the pool board decides",
+    "cancelled": "held-out split: none (the pool was cancelled)",
 }
 
 

@@ -46,6 +46,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import IntegrityError
 
 from quorumbench.benchmarks.custom import CustomBenchmark
 from quorumbench.core.allocation import Standing
@@ -76,7 +77,7 @@ RESERVED_NAME = re.compile(r"^pool-[0-9]+-final$")
 """Names of held-out benchmarks: no one creates one through the API."""
 FINAL_PRIORITY = -1
 """Held-out tasks are leased before every epoch task (``Task.priority``; lower first)."""
-STATES = ("none", "awaiting_reveal", "evaluating", "frozen", "not_revealed")
+STATES = ("none", "awaiting_reveal", "evaluating", "frozen", "not_revealed", "cancelled")
 """Where a pool's held-out split stands (:func:`final_state`)."""
 
 
@@ -91,9 +92,12 @@ def reveal_deadline(ctx: ServerContext, pool: Pool) -> datetime:
 def final_state(ctx: ServerContext, pool: Pool, now: datetime) -> str:
     """``none`` (no split), ``awaiting_reveal`` (until the reveal deadline),
     ``evaluating`` (revealed, standing not frozen), ``frozen`` (the standing is the
-    held-out one) or ``not_revealed`` (the deadline passed: the board decides)."""
+    held-out one), ``not_revealed`` (the deadline passed: the board decides) or
+    ``cancelled`` (the pool was, and pays nothing)."""
     if pool.final_sha256 is None:
         return "none"
+    if pool.status == "cancelled":
+        return "cancelled"
     if pool.final_benchmark_id is not None:
         return "frozen" if pool.ended_at is not None else "evaluating"
     if pool.ended_at is not None or now >= reveal_deadline(ctx, pool):
@@ -180,7 +184,13 @@ def reveal(ctx: ServerContext, account_id: int, pool_id: int, raw_spec: object) 
             pillar=spec.pillar,
         )
         session.add(row)
-        session.flush()
+        try:
+            session.flush()
+        except IntegrityError as exc:  # a benchmark of that name from before it was reserved
+            raise ConflictError(
+                f"a benchmark named {spec.name} exists already on this server; an operator "
+                "must rename it before this pool's held-out data can be revealed"
+            ) from exc
         pool.final_url = url
         pool.final_spec = stored
         pool.final_benchmark_id = row.id

@@ -272,3 +272,21 @@ def test_held_out_tasks_unfinished_at_the_deadline_and_a_private_url(
             )
     finally:
         world.close()
+
+
+def test_a_cancelled_pool_reveals_nothing(make_ctx, sums_spec, db_url, clock, files):
+    world = _world(make_ctx, sums_spec, db_url)
+    try:
+        ctx = world.ctx
+        world.mint("funder", 100)
+        made = pools.create_pool(ctx, world.who("funder"), spec(funds=100, final_sha256=SHA))
+        pools.cancel_pool(ctx, world.who("admin"), made.id, "wrong benchmark")
+        assert pools.get_pool(ctx, made.id).final.state == "cancelled"
+        clock.now = made.ends_at + timedelta(seconds=5)
+        with pytest.raises(ConflictError, match="cancelled"):
+            pools.reveal_final(
+                ctx, world.who("funder"), made.id, final_spec(f"{files}/final.jsonl")
+            )
+        assert "The pool was cancelled." in world.api.get(f"/pools/{made.id}").text
+    finally:
+        world.close()
