@@ -54,10 +54,13 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
 
 @dataclass(frozen=True)
 class GenerationSpec:
-    """Per-row stopping rules."""
+    """Per-row stopping rules (``ignore_eos``: only the token limit stops) and whether
+    the row's prompt may reuse a cached prefix."""
 
     stop: tuple[str, ...]
     max_new_tokens: int
+    ignore_eos: bool = False
+    cache_prefix: bool = True
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,8 @@ class CausalLM:
             index = queue.popleft()
             prompt = prompts[index]
             cut = min(shared, len(prompt) - 1)
-            base = self.prefix(tuple(prompt[:cut])) if cut >= MIN_SHARED_PREFIX else None
+            cached = cut >= MIN_SHARED_PREFIX and specs[index].cache_prefix
+            base = self.prefix(tuple(prompt[:cut])) if cached else None
             kv, last = self._extend(base, prompt[cut:] if base else prompt)
             row = _Row(index, specs[index])
             if slots is None:
@@ -319,7 +323,7 @@ class CausalLM:
     ) -> bool:
         """Add one token to ``row``; store its result and return True when it is done."""
         reason: FinishReason | None = None
-        if token in self.eos_token_ids:
+        if token in self.eos_token_ids and not row.spec.ignore_eos:
             reason = "eos"
         else:
             row.tokens.append(token)

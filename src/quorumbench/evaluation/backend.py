@@ -42,11 +42,20 @@ class Prompt:
 
 @dataclass(frozen=True)
 class GenerateRequest:
-    """Greedy generation until a stop sequence, EOS or ``max_new_tokens``."""
+    """Greedy generation until a stop sequence, EOS or ``max_new_tokens``.
+
+    A speed measurement (``evaluation/edge.py``) sets ``ignore_eos`` (EOS does not
+    stop: exactly ``max_new_tokens`` are generated where the backend allows it) and
+    clears ``cache_prefix`` (the whole prompt is prefilled, reusing no cached prefix of
+    an earlier request). Backends that cannot honour them ignore them, and the
+    result's ``n_tokens`` and ``finish_reason`` say what happened.
+    """
 
     prompt: Prompt
     stop: tuple[str, ...] = ()
     max_new_tokens: int = 256
+    ignore_eos: bool = False
+    cache_prefix: bool = True
 
 
 FinishReason = Literal["stop", "eos", "length"]

@@ -67,6 +67,8 @@ def encode_generate(request: GenerateRequest) -> dict[str, Any]:
         "messages": messages,
         "stop": list(request.stop),
         "max_new_tokens": request.max_new_tokens,
+        "ignore_eos": request.ignore_eos,
+        "cache_prefix": request.cache_prefix,
     }
 
 
@@ -78,7 +80,13 @@ def decode_generate(data: dict[str, Any]) -> GenerateRequest:
         if messages is None
         else tuple(ChatMessage(role, content) for role, content in messages),
     )
-    return GenerateRequest(prompt, tuple(data["stop"]), int(data["max_new_tokens"]))
+    return GenerateRequest(
+        prompt,
+        tuple(data["stop"]),
+        int(data["max_new_tokens"]),
+        ignore_eos=bool(data.get("ignore_eos", False)),
+        cache_prefix=bool(data.get("cache_prefix", True)),
+    )
 
 
 def encode_choice(request: ChoiceRequest) -> dict[str, Any]:
