@@ -288,8 +288,7 @@ class TransformersBackend:
 
         prompts = [self.encode_prompt(r.prompt) for r in requests]
         specs = [
-            GenerationSpec(r.stop, r.max_new_tokens, r.ignore_eos, r.cache_prefix)
-            for r in requests
+            GenerationSpec(r.stop, r.max_new_tokens, r.ignore_eos, r.cache_prefix) for r in requests
         ]
         outputs = self.lm.generate(prompts, specs, batch_size, on_done=lambda _: progress(1))
         return [GenerateResult(o.text, len(o.tokens), o.finish_reason) for o in outputs]

@@ -32,6 +32,7 @@ from quorumbench.cli.benchmark_cmd import (
 )
 from quorumbench.cli.credits_cmd import credits_app
 from quorumbench.cli.demo_cmd import demo_command
+from quorumbench.cli.edge_cmd import edge_command
 from quorumbench.cli.export_cmd import export_site_command
 from quorumbench.cli.model_cmd import (
     model_list_command,
@@ -525,6 +526,7 @@ def verify_command(
 
 app.command("demo")(handle_errors(demo_command))
 app.command("ask")(handle_errors(ask_command))
+app.command("edge")(handle_errors(edge_command))
 app.command("export-site")(handle_errors(export_site_command))
 model_app.command("register")(handle_errors(model_register_command))
 model_app.command("list")(handle_errors(model_list_command))
