@@ -89,7 +89,7 @@ def pool_tick(ctx: ServerContext, epoch_id: int) -> PoolTickReport:
             if pool.joins_closed_at is None and now >= pool.join_deadline:
                 counts[1] += _close_joins(ctx, pool.id, now)
             if pool.ended_at is None and pool.final_benchmark_id is not None:
-                counts[2] += schedule_final(ctx, pool, epoch_id)
+                counts[2] += min(1, schedule_final(ctx, pool, epoch_id))  # one step
                 counts[2] += freeze_held_out(ctx, pool.id, now)
             elif pool.ended_at is None and now >= board_cutoff(ctx, pool):
                 counts[2] += freeze(ctx, pool, now)
