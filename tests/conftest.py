@@ -17,6 +17,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
 
+# Edge tasks (services/edge_tasks.py) are off unless a test asks for them, as canaries
+# are: most tests count or drain an epoch's scored tasks. Set in the environment, so
+# servers and runners that tests start as processes inherit it.
+os.environ.setdefault("QB_EDGE_EVERY_EPOCHS", "0")
+
 
 def _unavailable(reason: str) -> None:
     if REQUIRE_ALL:

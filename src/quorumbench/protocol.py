@@ -45,10 +45,14 @@ from pydantic import (
 
 from quorumbench.errors import UnsupportedProtocolError
 
-PROTOCOL_VERSION: Final = "1.1"
+PROTOCOL_VERSION: Final = "1.2"
 """The protocol this code speaks. Runners from before the protocol was versioned send
 no version and speak 1.0 (their bodies are exactly 1.0's). 1.1 added a result's
-``measurements`` (issue 18)."""
+``measurements`` (issue 18); 1.2 added edge tasks (:data:`EDGE_SINCE`)."""
+EDGE_SINCE: Final = "1.2"
+"""The first version that runs edge tasks (a task whose benchmark has ``kind`` "edge",
+answered with an :class:`EdgeSubmission`). The server leases them only to runners that
+say they speak it: an older runner would not know what to do with one."""
 UNVERSIONED: Final = "1.0"
 """What a body without ``protocol_version`` speaks (runners from before versions)."""
 ACCEPTED_MAJORS: Final = frozenset({1})
@@ -150,6 +154,11 @@ class TaskBenchmark(_FromServer):
     config: dict[str, PromptOption] = Field(
         description="The benchmark's prompt options by name (each benchmark names its own: "
         "shots, max_new_tokens, primer…); a runner whose options differ refuses the task.",
+    )
+    kind: Literal["edge"] | None = added_field(
+        '``edge`` for an edge task (protocol 1.2, docs/efficiency.md "The edge '
+        'benchmark"): run the edge workload that ``config`` gives, score nothing, and '
+        "send an EdgeSubmission. Absent for a scored benchmark."
     )
     spec_json: str | None = added_field(
         "A benchmark created through the API: its custom spec (docs/custom-benchmarks.md) "
@@ -354,6 +363,76 @@ class Submission(_FromRunner):
     )
 
 
+# -- edge tasks (protocol 1.2) ---------------------------------------------------------
+
+
+class EdgeStat(_FromRunner):
+    """Mean and sample standard deviation of one figure over the measured runs."""
+
+    mean: float = Field(ge=0, allow_inf_nan=False)
+    sd: float = Field(ge=0, allow_inf_nan=False)
+    n: int = Field(ge=1, le=MAX_ID)
+
+
+class EdgeRunOut(_FromRunner):
+    """One edge run, as the runner measured it (``evaluation/edge.py``)."""
+
+    wall_s: float = Field(ge=0, allow_inf_nan=False)
+    generated_tokens: int = Field(ge=0, le=MAX_ID)
+    finish_reason: str = Field(max_length=16)
+    prompt_tokens: int | None = Field(None, ge=0, le=MAX_ID)
+    ttft_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    decode_tokens_per_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    peak_rss_bytes: int | None = Field(None, ge=0)
+    peak_gpu_bytes: int | None = Field(None, ge=0)
+
+
+class EdgeWorkload(_FromRunner):
+    """The workload and repeat rule an edge result ran (the task's benchmark config)."""
+
+    prompt_tokens: int = Field(ge=1, le=MAX_ID)
+    gen_tokens: int = Field(ge=1, le=MAX_ID)
+    warmup: int = Field(ge=0, le=MAX_ID)
+    min_runs: int = Field(ge=1, le=MAX_ID)
+    min_time_s: float = Field(ge=0, allow_inf_nan=False)
+    max_runs: int = Field(ge=1, le=MAX_ID)
+
+
+class EdgeReport(_FromRunner):
+    """What a runner submits for an edge lease; its canonical JSON is what it signs.
+
+    Each figure is the mean ± sd over ``runs`` (the server recomputes them from the
+    runs and refuses a report whose figures do not follow); a figure the backend could
+    not measure is null, with a note, never a guess."""
+
+    task_id: int
+    edge_version: int = Field(ge=1, description="The edge workload's version (its text).")
+    settings: EdgeWorkload
+    prefill_tokens_per_s: EdgeStat | None = None
+    decode_tokens_per_s: EdgeStat | None = None
+    ttft_s: EdgeStat | None = None
+    wall_s: EdgeStat
+    generated_tokens: EdgeStat
+    forced_length: bool = Field(description="Every run generated exactly gen_tokens tokens.")
+    peak_rss_bytes: int | None = Field(None, ge=0)
+    peak_gpu_bytes: int | None = Field(None, ge=0)
+    runs: list[EdgeRunOut] = Field(min_length=1, max_length=1_000)
+    hardware: Hardware = Field(default_factory=Hardware)
+    model_revision: str | None = Field(None, max_length=200)
+    notes: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
+
+
+class EdgeSubmission(_FromRunner):
+    """``POST /v0/leases/{id}/edge``: a signed edge report (protocol 1.2 and later)."""
+
+    protocol_version: Version = Field(description="The runner's protocol (1.2 or later).")
+    attempt: Attempt
+    result: EdgeReport
+    signature: ResultSignature = Field(
+        description="The runner's Ed25519 signature over the report (see docs/server.md)."
+    )
+
+
 class Receipt(_FromServer):
     """The server's answer to a submission."""
 
@@ -383,6 +462,11 @@ def accepted_versions() -> str:
         top = own_minor if major == own_major else 0
         ranges.append(f"{major}.0" if top == 0 else f"{major}.0 to {major}.{top}")
     return ", ".join(ranges)
+
+
+def speaks(version: str, since: str) -> bool:
+    """Whether a runner of protocol ``version`` knows what ``since`` added."""
+    return _parts(version) >= _parts(since)
 
 
 def check_version(version: str) -> None:

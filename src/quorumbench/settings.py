@@ -28,6 +28,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from quorumbench.ask_settings import AskSettings
 from quorumbench.core.taxonomy import SEED_PILLAR_WEIGHTS, normalised_weights, pillar_problem
+from quorumbench.edge_settings import EdgeServerSettings
 from quorumbench.errors import ConfigError
 from quorumbench.pool_settings import PoolSettings
 from quorumbench.settings_auth import OAUTH_PRESETS as OAUTH_PRESETS
@@ -134,7 +135,7 @@ reasoning: gen-reasoning, coding: humaneval, language: gen-language, safety:
 gen-safety)."""
 
 
-class ServerSettings(AskSettings, PoolSettings, BaseSettings):
+class ServerSettings(AskSettings, PoolSettings, EdgeServerSettings, BaseSettings):
     """Settings of ``quorumbench serve`` (environment prefix ``QB_``, nested ``__``)."""
 
     model_config = SettingsConfigDict(

@@ -493,8 +493,8 @@ def verify_command(
         f"head(s), {report.rows_compared} leaderboard rows, {report.signatures_checked} "
         f"runner signatures, {report.predictions_checked} predictions digests, the "
         f"sample ids of {report.samples_checked} tasks, the chance levels of "
-        f"{report.chance_checked} rows and the payouts of {report.payouts_checked} settled "
-        "pool(s) checked"
+        f"{report.chance_checked} rows, the payouts of {report.payouts_checked} settled "
+        f"pool(s) and {report.edge_signatures_checked} edge reports checked"
     )
     if report.key_rotations:
         console.print(

@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from quorumbench.core.canonical import sha256_hex
+from quorumbench.core.edge import check_edge_reports
 from quorumbench.core.held_out import check_held_out
 from quorumbench.core.merkle import ProofError, root, verify_inclusion
 from quorumbench.core.payouts import check_payouts
@@ -88,6 +89,8 @@ class Report:
     """Entries whose sample ids could not be re-derived here, by reason."""
     payouts_checked: int = 0
     """Settled pools' payout records whose amounts were recomputed."""
+    edge_signatures_checked: int = 0
+    """Edge reports whose figures were recomputed from their runs and signature checked."""
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -208,6 +211,10 @@ def _verify(
     held_out, _ = check_held_out(entries)
     report.problems += [Problem("payouts", what) for what in held_out]
     report.payouts_checked = sum(1 for row in entries if "payout" in row["entry"])
+    edge_problems, report.edge_signatures_checked = check_edge_reports(
+        entries, _runner_signature_holds
+    )
+    report.problems += [Problem("edge", what) for what in edge_problems]
     n_results = sum(len(row["entry"]["results"]) for row in tasks)
     report.signatures_checked = n_results - report.unsigned_results
     report.predictions_checked = n_results - report.results_without_predictions

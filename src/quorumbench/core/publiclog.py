@@ -43,9 +43,10 @@ PREDICTION_FIELDS = ("sample_predictions", "predictions_sha256")
 def is_task(row: Mapping[str, Any]) -> bool:
     """Whether a served log row (``{"index", "leaf_hash", "entry"}``) is a finalized
     task: the log also holds records that are not, a settled pool's (a top-level
-    ``payout`` key, ``core/payouts.py``), which the task checks skip."""
+    ``payout`` key, ``core/payouts.py``) and a closed edge task's (a top-level ``edge``
+    key, ``core/edge.py``), which the task checks skip."""
     entry = row.get("entry")
-    return isinstance(entry, Mapping) and "payout" not in entry
+    return isinstance(entry, Mapping) and "payout" not in entry and "edge" not in entry
 
 
 def task_rows(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

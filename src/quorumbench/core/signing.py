@@ -15,7 +15,7 @@ rebuilt from a log entry, all with :func:`result_digest`.
 from __future__ import annotations
 
 from quorumbench.core.canonical import canonical_json, sha256_hex
-from quorumbench.protocol import ResultPayload, Task
+from quorumbench.protocol import EdgeReport, ResultPayload, Task
 
 RESULT_SIGNATURE_CONTEXT = "quorumbench-result/v1"
 
@@ -66,8 +66,9 @@ def message_for_task(
     )
 
 
-def result_digest(payload: ResultPayload) -> str:
-    """SHA-256 of the canonical JSON of ``payload.model_dump(mode="json")``.
+def result_digest(payload: ResultPayload | EdgeReport) -> str:
+    """SHA-256 of the canonical JSON of ``payload.model_dump(mode="json")`` (a scored
+    result, or an edge task's report: signed the same way).
 
     Fields added after protocol 1.0 are left out when absent (``protocol.added_field``),
     so a result signed before a field existed keeps its digest.

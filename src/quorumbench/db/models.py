@@ -192,6 +192,9 @@ TASK_EPOCH, TASK_DEEPEN, TASK_POOL_FINAL = "epoch", "deepen", "pool_final"
 (``services/deepen.py``: chosen by label, so never in the leaderboard rows), or a
 prize pool's held-out final split (``services/pool_final.py``: a hidden benchmark,
 never on the board)."""
+TASK_EDGE = "edge"
+"""``Task.purpose`` of an edge task: the edge workload measured on the runners'
+hardware, never scored (services/edge_tasks.py)."""
 
 
 def _partial(name: str, columns: str, where: str, unique: bool = False) -> Index:
@@ -213,6 +216,8 @@ class Task(Base):
         _partial(
             "ix_tasks_deepen_open", "requested_by", "purpose = 'deepen' AND finalized_at IS NULL"
         ),
+        # One edge task per (model, edge benchmark, epoch).
+        _partial("uq_tasks_edge_epoch", "model_id benchmark_id epoch_id", "purpose = 'edge'", True),
         # One held-out task per (pool, model, part).
         _partial(
             "uq_tasks_pool_final_part", "pool_id model_id part", "purpose = 'pool_final'", True

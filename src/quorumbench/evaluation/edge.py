@@ -19,10 +19,11 @@ with a note saying why, never invented.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from quorumbench.core.canonical import canonical_json, sha256_hex
 from quorumbench.core.efficiency import MeanSd, hardware_class, mean_sd
 from quorumbench.errors import BackendError, ConfigError
 from quorumbench.evaluation.backend import GenerateRequest, ModelBackend, Prompt
@@ -46,6 +47,22 @@ English, no special tokens). Changing it changes every edge figure: bump
 
 EDGE_VERSION = 1
 """The workload's version: :data:`EDGE_TEXT` and the rules of :func:`edge_prompt`."""
+
+EDGE_KIND = "edge"
+"""The ``kind`` of an edge task's benchmark (``protocol.TaskBenchmark.kind``)."""
+
+
+def workload_sha256() -> str:
+    """SHA-256 of the workload's definition (its version and text): the
+    ``dataset_sha256`` of the server's edge benchmark, so a runner whose edge text
+    differs from the server's refuses the task, and a signature binds the text."""
+    return sha256_hex(canonical_json({"edge_version": EDGE_VERSION, "text": EDGE_TEXT}))
+
+
+def edge_benchmark_name(prompt_tokens: int, gen_tokens: int) -> str:
+    """The server's name for the edge benchmark of one workload (``edge-512-128``)."""
+    return f"{EDGE_KIND}-{prompt_tokens}-{gen_tokens}"
+
 
 _CUT_SEARCH_CHARS = 64
 """How far around the first prefix that reaches the length :func:`edge_prompt` looks
@@ -75,6 +92,29 @@ class EdgeSettings:
             raise ConfigError(
                 f"max_runs ({self.max_runs}) must be at least min_runs ({self.min_runs})"
             )
+
+    def to_config(self) -> dict[str, int | float]:
+        """The settings as an edge benchmark's ``config`` (what a task hands out)."""
+        return dict(asdict(self))
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> EdgeSettings:
+        """The settings an edge task's benchmark ``config`` gives; ConfigError when it
+        names other options or a value of the wrong type."""
+        names = {f.name for f in fields(cls)}
+        if set(config) != names:
+            raise ConfigError(
+                f"an edge task's config needs exactly {', '.join(sorted(names))}; "
+                f"it has {', '.join(sorted(config)) or 'nothing'}"
+            )
+        values: dict[str, Any] = {}
+        for name in names:
+            value = config[name]
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if not numeric or (name != "min_time_s" and not isinstance(value, int)):
+                raise ConfigError(f"edge option {name} is {value!r}, not a number of the kind")
+            values[name] = float(value) if name == "min_time_s" else value
+        return cls(**values)
 
 
 def needs_another_run(runs: int, elapsed_s: float, settings: EdgeSettings) -> bool:

@@ -17,10 +17,13 @@ from quorumbench.protocol import Task
 
 @dataclass(frozen=True)
 class Claimant:
-    """Who is pulling: the runner and the account it belongs to."""
+    """Who is pulling: the runner and the account it belongs to, and whether the
+    runner runs edge tasks (it speaks ``protocol.EDGE_SINCE``; only then is it offered
+    one)."""
 
     account_id: int
     runner_id: int
+    edge: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from cachetools import LRUCache
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Connection,
     Integer,
@@ -34,6 +35,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    or_,
     select,
     true,
     update,
@@ -43,7 +45,7 @@ from sqlalchemy.orm import aliased
 
 from quorumbench import protocol
 from quorumbench.db.engine import Database
-from quorumbench.db.models import Benchmark, Epoch, Lease, LeaseState, Model, Task
+from quorumbench.db.models import TASK_EDGE, Benchmark, Epoch, Lease, LeaseState, Model, Task
 from quorumbench.errors import LeaseExpiredError, NotFoundError
 from quorumbench.protocol import TaskBenchmark, TaskModel
 from quorumbench.queue.base import Claim, Claimant
@@ -56,6 +58,8 @@ BARRED_STATES = (*LIVE_STATES, LeaseState.FAILED)
 CLAIM_TRIES = 3
 
 _ACCOUNT = bindparam("account_id", type_=Integer)
+_EDGE_OK = bindparam("edge_ok", type_=Boolean)
+"""Whether the claiming runner runs edge tasks (``Claimant.edge``)."""
 _BARRED = Lease.state.in_([literal_column(f"'{state}'") for state in BARRED_STATES])
 """``state IN ('ACTIVE', 'SUBMITTED', 'FAILED')`` with the states written into the SQL."""
 
@@ -71,6 +75,7 @@ def eligible(task: Any) -> list[ColumnElement[bool]]:
     checks are per-row index lookups that the planner cannot turn into a join over
     all of the account's leases. A paused or retired model's tasks are not claimable:
     the owner lookup finds no row for it, and ``NULL != :account_id`` is not true.
+    An edge task is claimable only by a runner that runs them (``:edge_ok``).
     """
     owner = (
         select(Model.owner_id)
@@ -85,6 +90,7 @@ def eligible(task: Any) -> list[ColumnElement[bool]]:
         task.open_slots > _ZERO,
         owner != _ACCOUNT,
         held.scalar_subquery() == _ZERO,
+        or_(task.purpose != literal_column(f"'{TASK_EDGE}'"), _EDGE_OK),
     ]
 
 
@@ -163,6 +169,7 @@ class TaskSources:
                 Benchmark.prompt_version,
                 Benchmark.dataset_sha256,
                 Benchmark.config,
+                Benchmark.kind,
                 Benchmark.spec,
                 Epoch.seed_commitment,
             )
@@ -193,6 +200,7 @@ class TaskSources:
                 prompt_version=row.prompt_version,
                 dataset_sha256=row.dataset_sha256,
                 config=row.config,
+                kind="edge" if row.kind == "edge" else None,
                 spec_json=None if row.spec is None else json.dumps(row.spec, sort_keys=True),
             ),
             row.seed_commitment,
@@ -260,7 +268,7 @@ class SqlTaskQueue:
 
         Runs in the caller's write transaction; None when there is no such slot.
         """
-        params: dict[str, Any] = {"account_id": claimant.account_id}
+        params: dict[str, Any] = {"account_id": claimant.account_id, "edge_ok": claimant.edge}
         if task_id is None:
             statement = self._take_first
             if self._postgres:

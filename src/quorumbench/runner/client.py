@@ -46,6 +46,8 @@ from quorumbench.core.canonical import canonical_json
 from quorumbench.errors import ServerUnavailableError, UnsupportedProtocolError
 from quorumbench.protocol import (
     PROTOCOL_VERSION,
+    EdgeReport,
+    EdgeSubmission,
     FailureReport,
     Heartbeat,
     HeartbeatAck,
@@ -374,6 +376,25 @@ class ServerClient:
         content = encode_submission(lease, payload, signature, self.protocol_version)
         path = f"/v0/leases/{lease.lease_id}/result"
         response = self._request("POST", path, params={"runner": self.runner}, content=content)
+        return _parse(Receipt, response, f"POST {path}")
+
+    def submit_edge(self, lease: Lease, report: EdgeReport) -> Receipt:
+        """Submit the report of an edge ``lease``, signed; retries resend the same bytes."""
+        if self.key is None:
+            raise errors.ConfigError(
+                "this runner has no signing key: run `quorumbench runner init`"
+            )
+        signature = self.key.sign_result(lease.task, lease.lease_id, lease.attempt, report)
+        body = EdgeSubmission(
+            protocol_version=self.protocol_version,
+            attempt=lease.attempt,
+            result=report,
+            signature=signature,
+        )
+        path = f"/v0/leases/{lease.lease_id}/edge"
+        response = self._request(
+            "POST", path, params={"runner": self.runner}, content=_encode(body)
+        )
         return _parse(Receipt, response, f"POST {path}")
 
     def me(self) -> Identity:

@@ -20,7 +20,7 @@ from nacl.signing import SigningKey
 from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.signing import message_for_task, result_digest
 from quorumbench.errors import ConfigError
-from quorumbench.protocol import ResultPayload, ResultSignature, Task
+from quorumbench.protocol import EdgeReport, ResultPayload, ResultSignature, Task
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -76,9 +76,10 @@ class RunnerKey:
         return sha256_hex(bytes(self.signing_key.verify_key))
 
     def sign_result(
-        self, task: Task, lease_id: int, attempt: int, result: ResultPayload
+        self, task: Task, lease_id: int, attempt: int, result: ResultPayload | EdgeReport
     ) -> ResultSignature:
-        """The ``signature`` of a submission of ``result`` under this lease."""
+        """The ``signature`` of a submission of ``result`` (a scored result or an edge
+        report) under this lease."""
         signed_at = datetime.now(UTC).isoformat()
         message = message_for_task(task, lease_id, attempt, result_digest(result), signed_at)
         value = self.signing_key.sign(message).signature.hex()

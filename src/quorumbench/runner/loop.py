@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import httpx
@@ -55,9 +56,10 @@ from quorumbench.errors import (
 )
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.results import RunResult
-from quorumbench.protocol import Hardware, Receipt, ResultPayload
+from quorumbench.protocol import EdgeReport, Hardware, Receipt, ResultPayload
 from quorumbench.runner.client import Identity, Lease, ServerClient
 from quorumbench.runner.code_exec import code_runner
+from quorumbench.runner.edge_task import edge_settings, is_edge, run_edge_task
 from quorumbench.runner.evaluator import Prepared, TaskEvaluator
 from quorumbench.runner.faults import (
     RunnerSetupError,
@@ -144,6 +146,8 @@ class LeaseClient(Protocol):
     def fail(self, lease: Lease, reason: str) -> None: ...
 
     def submit(self, lease: Lease, payload: ResultPayload) -> Receipt: ...
+
+    def submit_edge(self, lease: Lease, report: EdgeReport) -> Receipt: ...
 
     def close(self) -> None: ...
 
@@ -311,12 +315,25 @@ class Runner:
                 raise EvaluationTimeoutError(f"the task ran past its time limit ({limit:g} s)")
 
         stage: Status = "refused"  # until the model is loaded, then "failed"
+        send: Callable[[], Receipt]
+        score: float | None = None
         try:
-            prepared = self.evaluator.prepare(lease.task)
-            backend = self.evaluator.backend(prepared.model_ref, checkpoint)
-            stage = "failed"
-            checkpoint()
-            result = self._evaluate(lease, prepared, backend, checkpoint)
+            if is_edge(lease.task):
+                settings = edge_settings(lease.task)
+                backend = self.evaluator.backend(lease.task.model.ref, checkpoint)
+                stage = "failed"
+                checkpoint()
+                report = run_edge_task(lease.task, settings, backend, checkpoint, self.console)
+                send = partial(self.client.submit_edge, lease, report)
+            else:
+                prepared = self.evaluator.prepare(lease.task)
+                backend = self.evaluator.backend(prepared.model_ref, checkpoint)
+                stage = "failed"
+                checkpoint()
+                result = self._evaluate(lease, prepared, backend, checkpoint)
+                # built once: every send of it is the same
+                send = partial(self.client.submit, lease, result_payload(lease.task_id, result))
+                score = result.score
             if keeper.lost.is_set():  # finished work is still submitted after a stop request
                 raise _Interrupted("abandoned")
         except _Interrupted as interrupted:
@@ -340,7 +357,7 @@ class Runner:
             self.evaluator.evict(lease.task.model.ref)
             self._fail(lease, f"{type(exc).__name__}: {exc}")
             return TaskOutcome("failed", detail=f"{type(exc).__name__}: {exc}", **ids)
-        return self._submit(lease, result, keeper, stop, ids)
+        return self._submit(send, score, keeper, stop, ids)
 
     def _evaluate(
         self,
@@ -360,18 +377,16 @@ class Runner:
 
     def _submit(
         self,
-        lease: Lease,
-        result: RunResult,
+        send: Callable[[], Receipt],
+        score: float | None,
         keeper: LeaseKeeper,
         stop: threading.Event,
         ids: dict[str, Any],
     ) -> TaskOutcome:
         """Submit once; while the server is unreachable and the lease lives, resend it."""
-        payload = result_payload(lease.task_id, result)  # built once; every send is the same
-        score = result.score
         while True:
             try:
-                answer = self.client.submit(lease, payload)
+                answer = send()
                 break
             except LeaseExpiredError as exc:
                 return TaskOutcome("abandoned", score=score, detail=exc.message, **ids)
@@ -385,7 +400,7 @@ class Runner:
                 stop.wait(self.min_idle_backoff_s)
             except QuorumError as exc:  # refused: give the slot back now, not in 10 minutes
                 keeper.stop()
-                self._release(lease)
+                self._release(keeper.lease)
                 detail = f"the server refused the result ({exc.message}); lease released"
                 return TaskOutcome("rejected", score=score, detail=detail, error=exc, **ids)
         status: Status = "duplicate" if answer.duplicate else "submitted"

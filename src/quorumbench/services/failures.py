@@ -41,7 +41,7 @@ from typing import Any
 from sqlalchemy import Connection, distinct, func, select, update
 from sqlalchemy.orm import Session
 
-from quorumbench.db.models import Benchmark, Lease, LeaseState, Model, Result, Task
+from quorumbench.db.models import TASK_EDGE, Benchmark, Lease, LeaseState, Model, Result, Task
 from quorumbench.errors import NotFoundError, PermissionDeniedError
 from quorumbench.logs import event
 from quorumbench.queue.base import Claimant
@@ -147,7 +147,9 @@ def _failed_streak(
     task_ids = list(
         conn.execute(
             select(Task.id)
-            .where(Task.model_id == model_id)
+            # an edge task (hardware data, services/edge_tasks.py) neither makes nor
+            # breaks a streak: a model too big for a runner's edge workload still scores
+            .where(Task.model_id == model_id, Task.purpose != TASK_EDGE)
             .order_by(Task.id.desc())
             .limit(SCAN_TASKS)
         ).scalars()

@@ -19,7 +19,16 @@ from quorumbench.core.canonical import predictions_digest
 from quorumbench.core.consensus import Vote, quorum_verdict
 from quorumbench.core.efficiency import hardware_class
 from quorumbench.core.signing import result_digest
-from quorumbench.db.models import Benchmark, Lease, LeaseState, Model, Result, Runner, Task
+from quorumbench.db.models import (
+    TASK_EDGE,
+    Benchmark,
+    Lease,
+    LeaseState,
+    Model,
+    Result,
+    Runner,
+    Task,
+)
 from quorumbench.errors import (
     ConflictError,
     InvalidSubmissionError,
@@ -52,6 +61,11 @@ class SubmitOutcome:
 
 def _validate(payload: ResultPayload, task: Any) -> None:
     """Check ``payload`` against its task (a row of ``_LEASE`` columns)."""
+    if task.purpose == TASK_EDGE:
+        raise InvalidSubmissionError(
+            f"lease {task.id} is for an edge task: send its report to "
+            f"POST /v0/leases/{task.id}/edge (protocol 1.2)"
+        )
     problems = []
     if payload.task_id != task.task_id:
         problems.append(f"task_id {payload.task_id} is not this lease's task {task.task_id}")

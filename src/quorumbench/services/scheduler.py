@@ -42,6 +42,7 @@ from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.canaries import publish_overdue_canaries
 from quorumbench.services.context import ServerContext
+from quorumbench.services.edge_tasks import schedule_edge
 from quorumbench.services.pool_ticks import pool_tick
 
 log = logging.getLogger("quorumbench.scheduler")
@@ -399,8 +400,9 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
 
 
 def tick(ctx: ServerContext) -> TickReport:
-    """One scheduler pass: the current epoch, its missing tasks, expired leases, settled
-    canaries nobody took, and the prize pools' lifecycle."""
+    """One scheduler pass: the current epoch, its missing tasks and edge tasks
+    (services/edge_tasks.py), expired leases, settled canaries nobody took, and the
+    prize pools' lifecycle."""
     now = ctx.now()
     epoch = ensure_epoch(ctx, now)
     created = 0
@@ -408,6 +410,7 @@ def tick(ctx: ServerContext) -> TickReport:
     if found is not None and found != ctx.fruitless_plan:
         created = schedule_epoch(ctx, epoch)
         ctx.fruitless_plan = None if created else found  # nothing fit: wait for a change
+    created += schedule_edge(ctx, epoch)
     expired = ctx.queue.expire(now)
     published = publish_overdue_canaries(ctx, now)
     pools = pool_tick(ctx, epoch.id).changes

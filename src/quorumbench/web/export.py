@@ -15,6 +15,7 @@ from typing import Any
 
 from quorumbench.services.board import MODEL_TYPES, BoardPage, BoardQuery, all_model_ids, board
 from quorumbench.services.context import ServerContext
+from quorumbench.services.edge_board import model_edge
 from quorumbench.services.efficiency import overview
 from quorumbench.services.subjects import load_labels
 from quorumbench.services.views.model import model_view
@@ -94,6 +95,7 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
             down,
             m=view,
             efficiency=[f for f in measured if f.model_id == model_id],
+            edge=model_edge(ctx, model_id),
             static_json=f"{model_id}.json",
             static_csv=f"{model_id}.csv",
             active="board",

@@ -24,6 +24,7 @@ from quorumbench.errors import ConfigError, NotFoundError, QuorumError
 from quorumbench.services import tasks
 from quorumbench.services.board import MODEL_TYPES, BoardPage, BoardQuery, board, paged
 from quorumbench.services.context import ServerContext
+from quorumbench.services.edge_board import model_edge
 from quorumbench.services.efficiency import by_model, overview
 from quorumbench.services.views.compare import compare
 from quorumbench.services.views.model import model_view
@@ -250,6 +251,7 @@ def model_page(request: Request, model_id: int, format: Format = "html") -> Resp
                 "model.html",
                 m=view,
                 efficiency=measured,
+                edge=model_edge(_ctx(request), model_id),
                 data_path=f"/models/{model_id}",
                 active="board",
             )

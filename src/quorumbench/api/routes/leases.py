@@ -9,6 +9,7 @@ pool of threads.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated
 
@@ -19,7 +20,9 @@ from quorumbench.api.params import RowId
 from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.logs import event
 from quorumbench.protocol import (
+    EDGE_SINCE,
     Attempt,
+    EdgeSubmission,
     FailureReport,
     Heartbeat,
     HeartbeatAck,
@@ -29,10 +32,12 @@ from quorumbench.protocol import (
     RunnerName,
     Submission,
     check_version,
+    speaks,
 )
 from quorumbench.services import leases
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
+from quorumbench.services.edge_results import submit_edge
 from quorumbench.services.leases import Claim, Claimant
 from quorumbench.services.ratelimit import count_write
 from quorumbench.services.results import submit_result
@@ -67,7 +72,15 @@ def _claimant(
     principal = _writer(ctx, token, scope)
     if protocol_version is not None:
         check_version(protocol_version)
-    return runner_for(ctx, principal, runner, allow_suspended=not pulling, create=pulling)
+    claimant = runner_for(ctx, principal, runner, allow_suspended=not pulling, create=pulling)
+    return _with_edge(claimant, protocol_version)
+
+
+def _with_edge(claimant: Claimant, protocol_version: str | None) -> Claimant:
+    """``claimant``, offered edge tasks when its runner speaks the protocol that has them."""
+    if protocol_version is None or not speaks(protocol_version, EDGE_SINCE):
+        return claimant
+    return replace(claimant, edge=True)
 
 
 def _who(claimant: Claimant) -> dict[str, int]:
@@ -231,7 +244,9 @@ async def submit(
         )
         following = None
         if body.next_pull_key is not None:
-            following = _pull_next(ctx, principal, runner, body.next_pull_key)
+            following = _pull_next(
+                ctx, principal, runner, body.next_pull_key, body.protocol_version
+            )
         return Receipt(**outcome.__dict__, next=following)
 
     out = await offload(request, work)
@@ -240,7 +255,7 @@ async def submit(
 
 
 def _pull_next(
-    ctx: ServerContext, principal: Principal, runner: str, key: str
+    ctx: ServerContext, principal: Principal, runner: str, key: str, protocol_version: str
 ) -> LeaseGrant | None:
     """The next lease for a runner that just submitted; None rather than an error.
 
@@ -249,9 +264,45 @@ def _pull_next(
     ``next: null`` and sees the reason on its next plain pull (same key).
     """
     try:
-        claimant = runner_for(ctx, principal, runner)
+        claimant = _with_edge(runner_for(ctx, principal, runner), protocol_version)
         claim = leases.pull(ctx, claimant, key)
     except (PermissionDeniedError, ServiceUnavailableError):
         return None
     _granted(claimant, claim)
     return None if claim is None else _lease_out(claim)
+
+
+@router.post("/{lease_id}/edge", response_model=Receipt)
+async def submit_edge_report(
+    lease_id: RowId,
+    body: EdgeSubmission,
+    ctx: Context,
+    token: BearerToken,
+    request: Request,
+    response: Response,
+    runner: RunnerQuery = "default",
+) -> Receipt:
+    """Submit the signed report of an edge lease (``task:submit``; protocol 1.2 and
+    later). Repeating it is harmless. The task is final once its quorum of runners (of
+    distinct accounts) have reported; there is no consensus on the figures (hardware
+    data, see docs/efficiency.md)."""
+
+    def work() -> Receipt:
+        principal = _writer(ctx, token, "task:submit")  # before anything is stored
+        check_version(body.protocol_version)
+        claimant = runner_for(ctx, principal, runner, allow_suspended=True, create=False)
+        outcome = submit_edge(ctx, claimant, lease_id, body.attempt, body.result, body.signature)
+        event(
+            log,
+            "edge.duplicate" if outcome.duplicate else "edge.accepted",
+            lease=lease_id,
+            result=outcome.result_id,
+            task=outcome.task_id,
+            task_status=outcome.task_status,
+            **_who(claimant),
+        )
+        return Receipt(**outcome.__dict__)
+
+    out = await offload(request, work)
+    response.status_code = status.HTTP_200_OK if out.duplicate else status.HTTP_201_CREATED
+    return out
