@@ -89,11 +89,12 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
     measured = overview(ctx).figures
     for model_id in ids:
         view = model_view(ctx, model_id)
+        figures = [f for f in measured if f.model_id == model_id]
         html = render(
             "model.html",
             down,
             m=view,
-            efficiency=[f for f in measured if f.model_id == model_id],
+            efficiency=figures,
             static_json=f"{model_id}.json",
             static_csv=f"{model_id}.csv",
             active="board",
@@ -101,7 +102,7 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
         )
         folder = directory / "models"
         _write(folder / f"{model_id}.html", html)
-        _write(folder / f"{model_id}.json", _json(data.model_dict(view)))
+        _write(folder / f"{model_id}.json", _json(data.model_dict(view, figures)))
         _write(
             folder / f"{model_id}.csv",
             data.to_csv(data.MODEL_CSV_COLUMNS, data.model_csv_rows(view)),
