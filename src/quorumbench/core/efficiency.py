@@ -49,7 +49,10 @@ Electricity Data, via Our World in Data's energy dataset, ``carbon_intensity_ele
 
 CARBON_INTENSITY_G_PER_KWH: Mapping[str, float] = {
     "AU": 553.83,
+    "BR": 106.06,
+    "CA": 185.35,
     "CH": 34.58,
+    "CN": 555.40,
     "DE": 336.38,
     "ES": 146.22,
     "FI": 66.63,
@@ -61,7 +64,9 @@ CARBON_INTENSITY_G_PER_KWH: Mapping[str, float] = {
     "KR": 415.51,
     "NL": 250.72,
     "NO": 29.66,
+    "PL": 608.18,
     "SE": 34.91,
+    "SG": 498.74,
     "US": 383.78,
 }
 """Carbon intensity of electricity generation by ISO 3166-1 alpha-2 code, in g CO₂e per

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from quorumbench.services.board import BoardPage, BoardRow, Score
+from quorumbench.services.edge_board import EdgeFigures
+from quorumbench.services.efficiency import Figures
 from quorumbench.services.failures import Failure
 from quorumbench.services.views.compare import CompareView
 from quorumbench.services.views.model import ModelView
@@ -63,8 +65,48 @@ def board_row(row: BoardRow) -> dict[str, Any]:
     }
 
 
-def board_dict(page: BoardPage) -> dict[str, Any]:
-    return {
+@dataclass(frozen=True)
+class Measured:
+    """The leaderboard's optional efficiency columns: one hardware class's figures by
+    model id (``services.efficiency.by_model``), as the page shows them."""
+
+    hardware_class: str
+    figures: Mapping[int, Figures]
+
+
+MEASURED_NOTE = (
+    "Measured on volunteers' hardware of this class: shown beside the ranking, never used "
+    "for it (the rows' order and ranks do not depend on it)."
+)
+BOARD_FIGURES = (
+    "n_results", "energy_kwh_per_1k", "energy_methods", "co2_g_per_1k", "carbon_sources",
+    "efficiency",
+)  # fmt: skip
+"""A leaderboard row's efficiency figures (the page's three columns, with their methods
+and sources and how many results they are medians of)."""
+MODEL_FIGURES = (
+    "hardware_class", "n_results", "energy_kwh_per_1k", "energy_methods", "co2_g_per_1k",
+    "carbon_sources", "ttft_s", "decode_tokens_per_s", "peak_rss_bytes", "peak_gpu_bytes",
+    "efficiency",
+)  # fmt: skip
+"""A model's figures per hardware class (its page's "Efficiency and edge" table)."""
+
+
+def figures_dict(figures: Figures, keys: Sequence[str]) -> dict[str, Any]:
+    return {key: getattr(figures, key) for key in keys}
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    """``{"estimate": 12, "rapl": 3}`` as ``estimate:12 rapl:3`` (as /efficiency's CSV)."""
+    return " ".join(f"{k}:{v}" for k, v in counts.items())
+
+
+def board_dict(page: BoardPage, measured: Measured | None = None) -> dict[str, Any]:
+    """The leaderboard as JSON; with ``measured``, each row gains ``measured`` (that
+    class's figures, or None) and the top level ``efficiency`` says which class and
+    that the figures are not used for ranking."""
+    rows = [board_row(r) for r in page.rows]
+    out: dict[str, Any] = {
         "benchmark": page.query.benchmark or "aggregate",
         "total": page.total,
         "page": page.query.page,
@@ -72,12 +114,24 @@ def board_dict(page: BoardPage) -> dict[str, Any]:
         "per_page": page.query.per_page,
         "benchmarks": page.benchmarks,
         "pillar_weights": dict(page.pillars),
-        "rows": [board_row(r) for r in page.rows],
+        "rows": rows,
     }
+    if measured is not None:
+        out["efficiency"] = {
+            "hardware_class": measured.hardware_class,
+            "used_for_ranking": False,
+            "note": MEASURED_NOTE,
+        }
+        for row in rows:
+            found = measured.figures.get(row["model_id"])
+            row["measured"] = figures_dict(found, BOARD_FIGURES) if found else None
+    return out
 
 
-def board_csv(page: BoardPage) -> str:
-    """One line per model; the benchmark columns are flattened (``<name>_score`` ...)."""
+def board_csv(page: BoardPage, measured: Measured | None = None) -> str:
+    """One line per model; the benchmark columns are flattened (``<name>_score`` ...).
+    With ``measured``, the efficiency columns follow: ``efficiency_class`` (the class
+    they are for, on every line), then the figures, empty where the model has none."""
     rows = []
     for row in page.rows:
         flat = board_row(row)
@@ -92,12 +146,20 @@ def board_csv(page: BoardPage) -> str:
             for key in ("score", "ci_low", "ci_high"):
                 flat[f"pillar_{name}_{key}"] = p.get(key)
         flat["missing_pillars"] = " ".join(flat["missing_pillars"])
+        if measured is not None:
+            flat["efficiency_class"] = measured.hardware_class
+            found = measured.figures.get(row.model_id)
+            if found:
+                flat |= figures_dict(found, BOARD_FIGURES)
+                flat["energy_methods"] = _counts(found.energy_methods)
+                flat["carbon_sources"] = _counts(found.carbon_sources)
         rows.append(flat)
     header = [
         *board_row_columns(),
         *_bench_columns(page.benchmarks),
         *(f"pillar_{p}_{k}" for p, _ in page.pillars for k in ("score", "ci_low", "ci_high")),
         "missing_pillars",
+        *(("efficiency_class", *BOARD_FIGURES) if measured is not None else ()),
     ]
     return to_csv(header, rows)
 
@@ -120,7 +182,12 @@ def task_dict(task: TaskSummary) -> dict[str, Any]:
     return out
 
 
-def model_dict(view: ModelView) -> dict[str, Any]:
+def model_dict(
+    view: ModelView, measured: Iterable[Figures], edge: Iterable[EdgeFigures] = ()
+) -> dict[str, Any]:
+    """The model page as JSON; ``measured`` is the model's figures per hardware class
+    (``services.efficiency.overview(ctx, model_id=...)``), its ``efficiency`` list, and
+    ``edge`` its edge figures per class (``services.edge_board``), its ``edge`` list."""
     return {
         "id": view.id,
         "name": view.name,
@@ -159,6 +226,8 @@ def model_dict(view: ModelView) -> dict[str, Any]:
         "retired_at": _time(view.retired_at),
         "failures": [failure_dict(f) for f in view.failures],
         "depths": {name: asdict(d) for name, d in sorted(view.depths.items())},
+        "efficiency": [figures_dict(f, MODEL_FIGURES) for f in measured],
+        "edge": [e.to_json() for e in edge],
     }
 
 

@@ -90,12 +90,14 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
     measured = overview(ctx).figures
     for model_id in ids:
         view = model_view(ctx, model_id)
+        figures = [f for f in measured if f.model_id == model_id]
+        edge = model_edge(ctx, model_id)
         html = render(
             "model.html",
             down,
             m=view,
-            efficiency=[f for f in measured if f.model_id == model_id],
-            edge=model_edge(ctx, model_id),
+            efficiency=figures,
+            edge=edge,
             static_json=f"{model_id}.json",
             static_csv=f"{model_id}.csv",
             active="board",
@@ -103,7 +105,7 @@ def export_site(ctx: ServerContext, directory: Path, *, server_url: str) -> Expo
         )
         folder = directory / "models"
         _write(folder / f"{model_id}.html", html)
-        _write(folder / f"{model_id}.json", _json(data.model_dict(view)))
+        _write(folder / f"{model_id}.json", _json(data.model_dict(view, figures, edge.rows)))
         _write(
             folder / f"{model_id}.csv",
             data.to_csv(data.MODEL_CSV_COLUMNS, data.model_csv_rows(view)),

@@ -197,21 +197,23 @@ def leaderboard_page(
 ) -> Response:
     """The leaderboard; ``fragment=1`` gives the table body as JSON (auto-refresh).
     ``efficiency=<hardware class>`` adds that class's measured efficiency columns to
-    the page (services/efficiency.py): shown beside the ranking, never used for it."""
+    the page and its JSON and CSV (services/efficiency.py): shown beside the ranking,
+    never used for it."""
 
     def build() -> Response:
         query, state = _board_query(
             benchmark, sort, order, q, type, min_params, max_params, license, page, per_page
         )
         shown = board(_ctx(request), query)
-        if format == "json":
-            return JSONResponse(data.board_dict(shown))
-        if format == "csv":
-            return _csv(data.board_csv(shown), "leaderboard")
-        measured = None
+        columns: data.Measured | None = None
         if efficiency:
             state["efficiency"] = efficiency
-            measured = by_model(overview(_ctx(request)), efficiency)
+            columns = data.Measured(efficiency, by_model(overview(_ctx(request)), efficiency))
+        measured = columns.figures if columns else None
+        if format == "json":
+            return JSONResponse(data.board_dict(shown, columns))
+        if format == "csv":
+            return _csv(data.board_csv(shown, columns), "leaderboard")
         if fragment:
             rows = render("_board_rows.html", LINKS, page=shown, measured=measured)
             return JSONResponse({"html": rows, "count": _count_text(shown)})
@@ -239,19 +241,20 @@ def leaderboard_page(
 def model_page(request: Request, model_id: int, format: Format = "html") -> Response:
     def build() -> Response:
         view = model_view(_ctx(request), model_id)
-        if format == "json":
-            return JSONResponse(data.model_dict(view))
         if format == "csv":
             rows = data.model_csv_rows(view)
             return _csv(data.to_csv(data.MODEL_CSV_COLUMNS, rows), f"model-{model_id}")
         measured = overview(_ctx(request), model_id=model_id).figures
+        edge = model_edge(_ctx(request), model_id)
+        if format == "json":
+            return JSONResponse(data.model_dict(view, measured, edge.rows))
         return html_page(
             page_html(
                 request,
                 "model.html",
                 m=view,
                 efficiency=measured,
-                edge=model_edge(_ctx(request), model_id),
+                edge=edge,
                 data_path=f"/models/{model_id}",
                 active="board",
             )

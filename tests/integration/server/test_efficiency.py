@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 import pytest
 
 from .conftest import hub_ref
-from .test_api import auth, payload, pull, register, signed
+from .test_api import auth, payload, pull, register, signed, submit
 
 CPU = {"cpu_model": "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", "cpu_count": 2}
 GPU = {"cpu_model": "AMD EPYC 7B13", "cpu_count": 16, "gpu_name": "NVIDIA H100 80GB HBM3"}
@@ -199,3 +200,94 @@ def test_the_leaderboard_shows_efficiency_columns_on_request_in_the_same_order(a
     assert "375" in fragment
     none = api.get("/", params={"efficiency": "gpu:nvidia-a100"}).text
     assert none.count("not measured") >= 4  # two models, two columns each
+
+
+def _without(row, key):
+    return {k: v for k, v in row.items() if k != key}
+
+
+def test_the_leaderboard_downloads_carry_the_columns_on_request(api, people, measured):
+    late = register(api, people, hub_ref(94))  # scored by runners that sent no measurements
+    assert late.status_code == 201, late.text
+    c = late.json()["id"]
+    for who in ("r4", "r5", "r1"):
+        lease = pull(api, people, who).json()
+        assert lease["task"]["model"]["id"] == c
+        assert submit(api, people, who, lease, 0.6).status_code == 201
+    plain = api.get("/", params={"format": "json"}).json()
+    assert "efficiency" not in plain and all("measured" not in r for r in plain["rows"])
+    assert c in [r["model_id"] for r in plain["rows"]]
+
+    shown = api.get("/", params={"format": "json", "efficiency": GPU_CLASS}).json()
+    assert shown["efficiency"]["hardware_class"] == GPU_CLASS
+    assert shown["efficiency"]["used_for_ranking"] is False
+    assert "never used for it" in shown["efficiency"]["note"]
+    # the same rows in the same order with the same ranks, each with its figures or None
+    assert [_without(r, "measured") for r in shown["rows"]] == plain["rows"]
+    rows = {r["model_id"]: r["measured"] for r in shown["rows"]}
+    assert rows[c] is None
+    a = rows[measured["A"]]
+    assert set(a) == {
+        "n_results",
+        "energy_kwh_per_1k",
+        "energy_methods",
+        "co2_g_per_1k",
+        "carbon_sources",
+        "efficiency",
+    }
+    assert a["n_results"] == 1 and a["energy_methods"] == {"nvml": 1}
+    assert a["energy_kwh_per_1k"] == pytest.approx(5e-4)
+    assert a["co2_g_per_1k"] == pytest.approx(0.2) and a["carbon_sources"] == {"setting": 1}
+    assert a["efficiency"] == pytest.approx(1000.0)
+    assert rows[measured["B"]]["efficiency"] == pytest.approx(375.0)
+
+    plain_csv = list(csv.DictReader(io.StringIO(api.get("/", params={"format": "csv"}).text)))
+    assert "efficiency_class" not in plain_csv[0]
+    text = api.get("/", params={"format": "csv", "efficiency": GPU_CLASS}).text
+    header = text.splitlines()[0].split(",")
+    assert header[-7:] == [
+        "efficiency_class",
+        "n_results",
+        "energy_kwh_per_1k",
+        "energy_methods",
+        "co2_g_per_1k",
+        "carbon_sources",
+        "efficiency",
+    ]
+    lines = list(csv.DictReader(io.StringIO(text)))
+    assert [{k: r[k] for k in plain_csv[0]} for r in lines] == plain_csv
+    by_id = {int(r["model_id"]): r for r in lines}
+    assert all(r["efficiency_class"] == GPU_CLASS for r in lines)
+    assert float(by_id[measured["A"]]["efficiency"]) == pytest.approx(1000.0)
+    assert by_id[measured["A"]]["energy_methods"] == "nvml:1"
+    assert by_id[measured["A"]]["carbon_sources"] == "setting:1"
+    assert by_id[measured["B"]]["n_results"] == "1"
+    assert [by_id[c][k] for k in header[-6:]] == [""] * 6
+
+    nothing = api.get("/", params={"format": "json", "efficiency": "gpu:nvidia-a100"}).json()
+    assert nothing["efficiency"]["hardware_class"] == "gpu:nvidia-a100"
+    assert [r["measured"] for r in nothing["rows"]] == [None] * len(plain["rows"])
+
+
+def test_the_model_json_carries_its_figures_per_class(api, people, ctx, measured, tmp_path):
+    from quorumbench.web.export import export_site
+
+    found = api.get(f"/models/{measured['B']}", params={"format": "json"}).json()
+    cpu, gpu = found["efficiency"]  # by class name
+    assert (cpu["hardware_class"], gpu["hardware_class"]) == (CPU_CLASS, GPU_CLASS)
+    assert cpu["n_results"] == 2 and cpu["energy_methods"] == {"estimate": 1, "none": 1}
+    assert cpu["energy_kwh_per_1k"] == pytest.approx(5e-3)
+    assert cpu["efficiency"] == pytest.approx(150.0) and cpu["ttft_s"] == pytest.approx(0.2)
+    assert cpu["decode_tokens_per_s"] == 40.0 and cpu["peak_gpu_bytes"] is None
+    assert gpu["energy_methods"] == {"nvml": 1} and gpu["peak_gpu_bytes"] == 3 * 2**30
+    assert gpu["carbon_sources"] == {"setting": 1} and gpu["peak_rss_bytes"] == 2**30
+    assert "model_id" not in gpu and "aggregate" not in gpu
+
+    late = register(api, people, hub_ref(95))
+    assert late.status_code == 201, late.text
+    none = api.get(f"/models/{late.json()['id']}", params={"format": "json"}).json()
+    assert none["efficiency"] == []
+
+    export_site(ctx, tmp_path / "site", server_url="https://qb.example.org")
+    written = json.loads((tmp_path / "site" / "models" / f"{measured['B']}.json").read_text())
+    assert written["efficiency"] == found["efficiency"]

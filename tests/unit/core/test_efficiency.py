@@ -168,6 +168,21 @@ def test_country_figures(code, value):
     assert carbon_intensity(code) == (value, f"country:{code}")
 
 
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [("BR", 106.06), ("CA", 185.35), ("CN", 555.4), ("PL", 608.18), ("SG", 498.74)],
+)
+def test_added_country_figures(code, value):
+    """Brazil, Canada, China, Poland and Singapore: ``carbon_intensity_elec`` of their
+    2024 rows in owid-energy-data.csv (106.060, 185.350, 555.400, 608.180, 498.740)."""
+    assert CARBON_INTENSITY_G_PER_KWH[code] == value
+    assert carbon_intensity(code.lower()) == (value, f"country:{code}")
+
+
+def test_table_is_sorted_by_code():
+    assert list(CARBON_INTENSITY_G_PER_KWH) == sorted(CARBON_INTENSITY_G_PER_KWH)
+
+
 def test_table_has_the_volunteer_countries():
     assert {"CH", "ES", "GB", "SE", "US"} <= set(CARBON_INTENSITY_G_PER_KWH)
     assert all(0 < v < MAX_G_PER_KWH for v in CARBON_INTENSITY_G_PER_KWH.values())
