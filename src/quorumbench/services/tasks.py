@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Select, select
 
-from quorumbench.db.models import Benchmark, ConsensusOutcome, Model, Result, Task
+from quorumbench.db.edge_models import EdgeResult
+from quorumbench.db.models import TASK_EDGE, Benchmark, ConsensusOutcome, Model, Result, Task
 from quorumbench.errors import ConfigError, NotFoundError
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.context import ServerContext
@@ -58,15 +59,44 @@ def task_window(
     return query.order_by(order).limit(max(1, min(limit, MAX_LIMIT)))
 
 
+def _edge_dict(report: EdgeResult) -> dict[str, Any]:
+    """An edge report as a final edge task shows it: the figures' means, not every run
+    (the public log has the whole report as signed)."""
+    figures = report.report
+
+    def mean(name: str) -> float | None:
+        stat = figures.get(name)
+        return None if stat is None else stat["mean"]
+
+    return {
+        "id": report.id,
+        "runner_id": report.runner_id,
+        "hardware_class": report.hardware_class,
+        "counted": report.counted,
+        "submitted_at": report.submitted_at,
+        "runs": len(figures["runs"]),
+        "prefill_tokens_per_s": mean("prefill_tokens_per_s"),
+        "decode_tokens_per_s": mean("decode_tokens_per_s"),
+        "ttft_s": mean("ttft_s"),
+        "peak_rss_bytes": figures.get("peak_rss_bytes"),
+        "peak_gpu_bytes": figures.get("peak_gpu_bytes"),
+        "notes": figures.get("notes", []),
+    }
+
+
 def _task_dict(
     task: Task,
     model: Model,
     bench: Benchmark,
     results: list[Result],
     outcomes: list[ConsensusOutcome],
+    edge: list[EdgeResult],
 ) -> dict[str, Any]:
     final = task.finalized_at is not None
-    return {
+    extra: dict[str, Any] = {}
+    if task.purpose == TASK_EDGE:  # measured, not scored: its reports, once final
+        extra["edge_reports"] = [_edge_dict(r) for r in edge] if final else []
+    return extra | {
         "id": task.id,
         "status": task.status,
         "final": final,
@@ -153,7 +183,14 @@ def list_tasks(
             .order_by(ConsensusOutcome.round)
         ):
             outcomes[o.task_id].append(o)
-        return [_task_dict(t, m, b, results[t.id], outcomes[t.id]) for t, m, b in rows]
+        edge: dict[int, list[EdgeResult]] = {i: [] for i in ids}
+        edge_ids = [t.id for t, _, _ in rows if t.purpose == TASK_EDGE]
+        if edge_ids:
+            for e in session.scalars(
+                select(EdgeResult).where(EdgeResult.task_id.in_(edge_ids)).order_by(EdgeResult.id)
+            ):
+                edge[e.task_id].append(e)
+        return [_task_dict(t, m, b, results[t.id], outcomes[t.id], edge[t.id]) for t, m, b in rows]
 
 
 def get_task(ctx: ServerContext, task_id: int) -> dict[str, Any]:

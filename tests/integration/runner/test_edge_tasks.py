@@ -131,7 +131,12 @@ def test_runners_measure_an_edge_task_and_verify_checks_it(live, model_cache_dir
         assert edge[0].score is None
 
         task = api.get(f"/v0/tasks/{edge[0].task_id}").json()
-        assert task["status"] == "DONE"
+        assert task["status"] == "DONE" and task["score"] is None and task["results"] == []
+        reports = task["edge_reports"]
+        assert len(reports) == 3 and all(r["counted"] and r["runs"] >= 2 for r in reports)
+        assert all(r["decode_tokens_per_s"] > 0 and r["ttft_s"] > 0 for r in reports)
+        task_page = api.get(f"/tasks/{edge[0].task_id}").text
+        assert 'id="edge-reports"' in task_page and "r2/r2-box" in task_page
 
         figures = api.get("/v0/edge", params={"model_id": model["id"]}).json()
         assert figures["workload"]["prompt_tokens"] == 24

@@ -149,7 +149,7 @@ def task_detail(ctx: ServerContext, task_id: int) -> TaskDetail:
         return TaskDetail(task, {}, [], failures)
     results = task["results"]
     with ctx.db.read() as session:
-        runner_ids = {r["runner_id"] for r in results}
+        runner_ids = {r["runner_id"] for r in [*results, *task.get("edge_reports", [])]}
         names = {
             runner_id: f"{account}/{name}"
             for runner_id, name, account in session.execute(
