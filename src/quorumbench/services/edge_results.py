@@ -39,15 +39,13 @@ from quorumbench.db.models import (
 from quorumbench.errors import (
     ConflictError,
     InvalidSubmissionError,
-    LeaseExpiredError,
-    NotFoundError,
 )
 from quorumbench.logs import event
 from quorumbench.protocol import EdgeReport, ResultSignature, TaskStatus
 from quorumbench.queue.base import Claimant
 from quorumbench.services import publiclog
 from quorumbench.services.context import ServerContext
-from quorumbench.services.results import _LEASE, SubmitOutcome
+from quorumbench.services.results import _LEASE, SubmitOutcome, check_active, check_fencing
 from quorumbench.services.runner_keys import check_signature
 
 log = logging.getLogger("quorumbench.results")
@@ -84,21 +82,16 @@ def submit_edge(
     with ctx.db.write_connection() as conn:
         postgres = ctx.db.dialect == "postgresql"
         query = _EDGE_LEASE_LOCKED if postgres else _EDGE_LEASE
-        lease = conn.execute(query, {"lease_id": lease_id}).first()
-        if lease is None or lease.account_id != claimant.account_id:
-            raise NotFoundError(f"no lease {lease_id} for this account")
+        found = conn.execute(query, {"lease_id": lease_id}).first()
+        lease = check_fencing(found, claimant, lease_id, attempt)
         if lease.purpose != TASK_EDGE:
             raise InvalidSubmissionError(
                 f"lease {lease_id} is for a scored task: submit its result to "
                 f"POST /v0/leases/{lease_id}/result"
             )
-        if lease.attempt != attempt:
-            raise LeaseExpiredError(f"lease {lease_id} is attempt {lease.attempt}, not {attempt}")
         if lease.state == LeaseState.SUBMITTED:
             return _repeat(conn, lease, digest)
-        if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
-            state = "expired" if lease.state == LeaseState.ACTIVE else lease.state.lower()
-            raise LeaseExpiredError(f"lease {lease_id} is {state}; the report was not counted")
+        check_active(lease, now, "report")
         problems = report_problems(
             report, lease.task_id, lease.benchmark_version, lease.benchmark_config
         )

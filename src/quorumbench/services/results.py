@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Integer, bindparam, func, insert, select, update
@@ -176,16 +177,11 @@ def submit_result(
     with ctx.db.write_connection() as conn:
         sqlite = ctx.db.dialect == "sqlite"
         query = _LEASE_SQLITE if sqlite else _LEASE_LOCKED
-        lease = conn.execute(query, {"lease_id": lease_id}).first()
-        if lease is None or lease.account_id != claimant.account_id:
-            raise NotFoundError(f"no lease {lease_id} for this account")
-        if lease.attempt != attempt:
-            raise LeaseExpiredError(f"lease {lease_id} is attempt {lease.attempt}, not {attempt}")
+        found = conn.execute(query, {"lease_id": lease_id}).first()
+        lease = check_fencing(found, claimant, lease_id, attempt)
         if lease.state == LeaseState.SUBMITTED:
             return _repeat(conn, lease, digest)
-        if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
-            state = "expired" if lease.state == LeaseState.ACTIVE else lease.state.lower()
-            raise LeaseExpiredError(f"lease {lease_id} is {state}; the result was not counted")
+        check_active(lease, now, "result")
         _validate(payload, lease)
         if signature is not None:
             check_signature(ctx, conn, lease, digest, signature, now)
@@ -243,6 +239,24 @@ def submit_result(
     if republish:
         ctx.queue.publish(republish)
     return SubmitOutcome(result_id, state.id, state.status, state.round, False)
+
+
+def check_fencing(lease: Any, claimant: Claimant, lease_id: int, attempt: int) -> Any:
+    """``lease`` (the row read for a submission); refuses a lease that is missing or not
+    this account's (NotFoundError) or another attempt than the lease's
+    (LeaseExpiredError: the fencing token)."""
+    if lease is None or lease.account_id != claimant.account_id:
+        raise NotFoundError(f"no lease {lease_id} for this account")
+    if lease.attempt != attempt:
+        raise LeaseExpiredError(f"lease {lease_id} is attempt {lease.attempt}, not {attempt}")
+    return lease
+
+
+def check_active(lease: Any, now: datetime, what: str) -> None:
+    """Refuse a first submission under a lease that is no longer active."""
+    if lease.state != LeaseState.ACTIVE or lease.expires_at <= now:
+        state = "expired" if lease.state == LeaseState.ACTIVE else lease.state.lower()
+        raise LeaseExpiredError(f"lease {lease.id} is {state}; the {what} was not counted")
 
 
 _RESULT_OF_LEASE = select(Result.id, Result.payload_sha256).where(
