@@ -15,7 +15,10 @@ to time each request's first token and decoding; the chunks are joined back into
 answer the plain call gives, so predictions are the same. An endpoint that refuses a
 streamed request (HTTP 400, 415, 422 or 501 before any stream has worked) gets it
 again without streaming, and every later one too, and reports no timings; so does one
-that answers a plain JSON document instead of a stream.
+that answers a plain JSON document instead of a stream. One whose stream carries no
+token count (it ignores ``stream_options``) has that request sent again without
+streaming, for its count, and is not streamed to again: its first answers give a time
+to first token, none a decode rate.
 
 Requests run concurrently (at most ``max_concurrency`` at a time) on an
 ``httpx.AsyncClient``; connection errors, timeouts, HTTP 429 and 5xx are retried
@@ -345,10 +348,15 @@ class OpenAICompatBackend:
                 return got
 
             got = await self._retried(attempt)
-            if isinstance(got, Streamed):
+            if isinstance(got, Streamed) and got.timing.tokens is not None:
                 if self._stream is None:
                     self._stream = True
                 return _Answer(got.data, got.timing)
+            if isinstance(got, Streamed):
+                # No token count in the stream (``include_usage`` ignored): plain answers
+                # keep theirs, as before streaming; this request is asked again for it.
+                self._stream = False
+                return _Answer(await self._call(session, path, body), got.timing)
             if got.status_code not in _NO_STREAM_STATUS or self._stream:
                 data = self._decode(got, path)  # an error, or a plain answer
                 if self._stream is None:

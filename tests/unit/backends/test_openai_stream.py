@@ -164,7 +164,7 @@ def test_length_finish_and_more_than_four_stops_as_without_streaming():
 
     def handler(request):
         seen.append(body_of(request))
-        return event_stream(text_chunks(["abc ", "END6", " more"], finish="length"))
+        return event_stream(text_chunks(["abc ", "END6", " more"], finish="length", usage=USAGE))
 
     stops = ("S1", "S2", "S3", "S4", "", "END6")
     [result] = make_backend(handler).generate(
@@ -174,15 +174,25 @@ def test_length_finish_and_more_than_four_stops_as_without_streaming():
     assert (result.text, result.finish_reason) == ("abc ", "stop")
 
 
-def test_without_a_usage_chunk_there_is_no_decode_time_and_no_count():
-    def handler(request):
-        return event_stream(chat_chunks(["a", "b", "c"]), delay=0.005)
+def test_a_stream_without_counts_is_asked_again_plainly_and_not_streamed_again():
+    seen: list[dict[str, Any]] = []
 
+    def handler(request):
+        seen.append(body_of(request))
+        if body_of(request).get("stream"):  # include_usage ignored
+            return event_stream(chat_chunks(["a", "b", "c"]), delay=0.005)
+        return plain_chat("abc", usage=USAGE)
+
+    backend = make_backend(handler)
     with recording_usage() as usage:
-        [result] = make_backend(handler).generate([chat_request()], batch_size=1)
-    assert (result.text, result.n_tokens) == ("abc", 0)  # as a plain answer without usage
-    assert len(usage.ttft_s) == 1 and usage.ttft_s[0] > 0
-    assert usage.decode_s is None and usage.prompt_tokens is None
+        [first] = backend.generate([chat_request()], batch_size=1)
+        [second] = backend.generate([chat_request()], batch_size=1)
+    assert first == second
+    assert (first.text, first.n_tokens) == ("abc", 4)  # the plain answer's count
+    assert [b.get("stream", False) for b in seen] == [True, False, False]
+    assert len(usage.ttft_s) == 1 and usage.ttft_s[0] > 0  # the streamed request's
+    assert usage.decode_s is None  # chunks are not tokens: no decode time
+    assert usage.prompt_tokens == 22
 
 
 def test_concurrent_requests_keep_order_and_each_has_its_own_first_token():
