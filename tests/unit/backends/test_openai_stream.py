@@ -348,13 +348,26 @@ def test_a_stream_that_keeps_breaking_gives_up_without_the_key():
 
 
 def test_a_failed_request_cancels_the_other_streams():
-    def handler(request):
+    sent: list[int] = []
+
+    async def slow_stream() -> AsyncIterator[bytes]:
+        for chunk in chat_chunks(["x"] * 200, usage=USAGE):
+            await asyncio.sleep(0.01)
+            sent.append(1)
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+    async def handler(request):
         if body_of(request)["messages"][0]["content"] == "bad":
+            await asyncio.sleep(0.05)  # once the other stream is flowing
             return httpx.Response(401, json={"error": {"message": "no"}})
-        return event_stream(chat_chunks(["x"] * 50, usage=USAGE), delay=0.01)
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=slow_stream()
+        )
 
     with pytest.raises(EndpointError, match="HTTP 401"):
         make_backend(handler).generate([chat_request("a"), chat_request("bad")], batch_size=1)
+    assert 0 < len(sent) < 100  # read from, then dropped long before its end
 
 
 # -- reading events and recording them -------------------------------------------------
