@@ -20,8 +20,11 @@ from quorumbench.backends.openai_compat import (
     letter_prompt,
     parse_letter,
 )
+from quorumbench.benchmarks import load_benchmark
 from quorumbench.benchmarks.truthfulqa import context_for, letter_order
 from quorumbench.evaluation.backend import ChatMessage, ChoiceRequest, GenerateRequest, Prompt
+from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.extract import truncate_at_stop
 from quorumbench.evaluation.measure import Measurer
 from quorumbench.evaluation.refs import parse_ref
@@ -296,3 +299,15 @@ def test_a_stream_without_counts_gives_ttft_but_no_decode_rate(lm, plain_results
     assert measured.ttft_s is not None and measured.ttft_s > 0
     assert measured.decode_tokens_per_s is None
     assert later.ttft_s is None and later.decode_tokens_per_s is None
+
+
+@pytest.mark.data
+def test_a_streamed_evaluation_carries_ttft_and_decode_rate(server, datasets_dir):
+    bench = load_benchmark("gsm8k", BenchmarkContext(datasets_dir, shots=2, max_new_tokens=16))
+    config = EvalConfig(n=2, seed="stream", batch_size=2, prompt_style="plain")
+    run = evaluate(bench, backend_for(server.base_url), config)
+    measured = run.measurements
+    assert measured is not None
+    assert measured.ttft_s is not None and measured.ttft_s > 0
+    assert measured.decode_tokens_per_s is not None and measured.decode_tokens_per_s > 0
+    assert measured.generated_tokens == run.tokens > 2
