@@ -8,10 +8,16 @@ It serves one model (float32, CPU, greedy) with the standard library's
   ``logprobs`` (``tokens``, ``token_logprobs``, ``text_offset``, ``top_logprobs``;
   the first prompt token's log-probability is ``null``, as in OpenAI's API)
 * ``POST /v1/chat/completions``: ``messages`` through the tokenizer's chat template
+* either with ``stream: true``: server-sent events, ``data: {chunk}`` as each token is
+  generated (text that may still turn out to be part of a stop string is held back, as
+  servers do), the finish reason, with ``stream_options: {"include_usage": true}`` a
+  last chunk with the token counts and no choices, then ``data: [DONE]``
 
 Switches simulate other servers: ``logprobs=False`` refuses ``echo``/``logprobs``
-(as many servers do), ``require_new_token=True`` refuses ``max_tokens: 0``, and
-``api_key`` makes the server check ``Authorization: Bearer <key>``.
+(as many servers do), ``require_new_token=True`` refuses ``max_tokens: 0``,
+``streaming=False`` refuses ``stream: true`` with HTTP 400, ``stream_usage=False``
+never sends the usage chunk, and ``api_key`` makes the server check
+``Authorization: Bearer <key>``. ``bodies`` keeps every decoded request body.
 
 Usage::
 
@@ -95,26 +101,46 @@ class LoadedModel:
         table = torch.log_softmax(logits, dim=-1)
         return [None] + [float(table[i - 1, ids[i]]) for i in range(1, len(ids))]
 
-    @torch.inference_mode()
     def greedy(self, ids: list[int], max_tokens: int, stops: list[str]) -> Generation:
         """Greedy decoding until EOS, a stop string (excluded) or ``max_tokens``."""
+        for step in self.greedy_steps(ids, max_tokens, stops):
+            if isinstance(step, Generation):
+                return step
+        raise AssertionError("greedy_steps ends with its Generation")
+
+    @torch.inference_mode()
+    def greedy_steps(
+        self, ids: list[int], max_tokens: int, stops: list[str]
+    ) -> Iterator[str | Generation]:
+        """:meth:`greedy` one token at a time: after each token, the text it made
+        certain (none of it can still become part of a stop string or of an unfinished
+        character), maybe empty; the :class:`Generation` last."""
         new: list[int] = []
         cache = None
         step = ids
+        hold = max((len(s) for s in stops if s), default=0)
+        shown = 0
         for _ in range(max_tokens):
             out = self.model(input_ids=torch.tensor([step]), past_key_values=cache, use_cache=True)
             cache = out.past_key_values
             token = int(out.logits[0, -1].argmax())
             if token in self.eos_ids:
-                return Generation(new, self.decode(new), "stop", token)
+                yield Generation(new, self.decode(new), "stop", token)
+                return
             new.append(token)
             text = self.decode(new)
             hits = [(text.find(s), s) for s in stops if s and s in text]
             if hits:
                 cut, stop = min(hits)
-                return Generation(new, text[:cut], "stop", stop)
+                yield Generation(new, text[:cut], "stop", stop)
+                return
+            sure = len(text) - hold
+            if "\ufffd" in text:
+                sure = min(sure, text.index("\ufffd"))
+            yield text[shown:sure] if sure > shown else ""
+            shown = max(shown, sure)
             step = [token]
-        return Generation(new, self.decode(new), "length", None)
+        yield Generation(new, self.decode(new), "length", None)
 
 
 def _token_table(model: LoadedModel, ids: list[int], start: int) -> tuple[list[str], list[int]]:
@@ -143,8 +169,11 @@ class ServerOptions:
     model_name: str = "smollm2"
     logprobs: bool = True
     require_new_token: bool = False
+    streaming: bool = True
+    stream_usage: bool = True
     api_key: str | None = None
     requests: list[tuple[str, str]] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _App:
@@ -253,6 +282,66 @@ class _App:
             "usage": self._usage(len(ids), len(generation.ids)),
         }
 
+    def stream(self, path: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Check ``body`` now (errors are answered before any event), then the chunks
+        of the streamed answer, each generated as it is read."""
+        if not self.options.streaming:
+            raise RequestError(400, "stream: streaming is not supported by this server")
+        self._check_model(body)
+        chat = path == "/v1/chat/completions"
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise RequestError(400, "messages must be a non-empty list")
+            max_tokens = int(body.get("max_tokens") or 256)
+        else:
+            prompt = body.get("prompt")
+            if not isinstance(prompt, str):
+                raise RequestError(400, "prompt must be a string")
+            if body.get("echo") or body.get("logprobs") is not None:
+                raise RequestError(400, "echo and logprobs are not streamed by this server")
+            max_tokens = int(body.get("max_tokens", 16))
+        stops = self._stops(body)
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        with self.model.lock:
+            ids = self.model.chat_ids(messages) if chat else self.model.encode(prompt)
+        return self._chunks(chat, ids, max_tokens, stops, usage and self.options.stream_usage)
+
+    def _chunks(
+        self, chat: bool, ids: list[int], max_tokens: int, stops: list[str], usage: bool
+    ) -> Iterator[dict[str, Any]]:
+        kind = "chat.completion.chunk" if chat else "text_completion"
+
+        def chunk(**choice: Any) -> dict[str, Any]:
+            choice = {"index": 0, **choice}
+            head = {"id": "stream-test", "object": kind, "created": 0}
+            return {**head, "model": self.options.model_name, "choices": [choice]}
+
+        def piece(text: str) -> dict[str, Any]:
+            if chat:
+                return chunk(delta={"content": text}, finish_reason=None)
+            return chunk(text=text, logprobs=None, finish_reason=None)
+
+        if chat:
+            yield chunk(delta={"role": "assistant", "content": ""}, finish_reason=None)
+        shown = ""
+        with self.model.lock:
+            for step in self.model.greedy_steps(ids, max_tokens, stops):
+                if isinstance(step, Generation):
+                    generation = step
+                elif step:
+                    shown += step
+                    yield piece(step)
+        assert generation.text.startswith(shown), "streamed text that was later taken back"
+        if rest := generation.text[len(shown) :]:
+            yield piece(rest)
+        end = {"finish_reason": generation.finish_reason, "stop_reason": generation.stop_reason}
+        yield chunk(delta={}, **end) if chat else chunk(text="", logprobs=None, **end)
+        if usage:
+            counts = self._usage(len(ids), len(generation.ids))
+            yield {"id": "stream-test", "object": kind, "choices": [], "usage": counts}
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -267,6 +356,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         return None
+
+    def _stream(self, chunks: Iterator[dict[str, Any]]) -> None:
+        """Server-sent events, each written as soon as it is made; HTTP/1.0, so the
+        stream ends when the connection closes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
 
     def _answer(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -294,6 +394,10 @@ class _Handler(BaseHTTPRequestHandler):
                 body = json.loads(self.rfile.read(length) or b"{}")
             except ValueError as exc:
                 raise RequestError(400, "the body is not JSON") from exc
+            app.options.bodies.append(body)
+            if isinstance(body, dict) and body.get("stream"):
+                self._stream(app.stream(self.path, body))
+                return
             self._answer(200, routes[self.path](body))
         except RequestError as exc:
             self._answer(exc.status, {"error": {"message": exc.message, "type": "invalid_request"}})

@@ -20,10 +20,15 @@ from quorumbench.backends.openai_compat import (
     letter_prompt,
     parse_letter,
 )
+from quorumbench.benchmarks import load_benchmark
 from quorumbench.benchmarks.truthfulqa import context_for, letter_order
 from quorumbench.evaluation.backend import ChatMessage, ChoiceRequest, GenerateRequest, Prompt
+from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.extract import truncate_at_stop
+from quorumbench.evaluation.measure import Measurer
 from quorumbench.evaluation.refs import parse_ref
+from quorumbench.protocol import Measurements
 
 from .openai_server import LoadedModel, serve
 
@@ -218,3 +223,91 @@ def test_a_wrong_key_is_refused_without_echoing_it(server):
         backend.generate([GenerateRequest(Prompt(text="hi"), max_new_tokens=1)], batch_size=1)
     assert caught.value.status == 401
     assert wrong not in str(caught.value) and KEY not in str(caught.value)
+
+
+# -- streaming: the same predictions, timed ------------------------------------------
+
+STREAM_REQUESTS = [
+    GenerateRequest(Prompt(text="The capital of France is"), max_new_tokens=12),
+    GenerateRequest(Prompt(text="Count: one, two,"), stop=(",", "\n"), max_new_tokens=12),
+    GenerateRequest(
+        Prompt(text="List three colours:"), stop=("S1", "S2", "S3", "S4", "blue"), max_new_tokens=16
+    ),
+    GenerateRequest(
+        Prompt(messages=(ChatMessage("user", "Name a fruit. One word."),)), max_new_tokens=8
+    ),
+]
+"""Plain and chat prompts; stops the server applies and a fifth applied here."""
+
+
+def measured_generate(backend: OpenAICompatBackend, requests) -> tuple[list, Measurements]:
+    with Measurer("remote") as measurer:
+        results = backend.generate(requests, batch_size=1)
+    generated = sum(r.n_tokens for r in results)
+    return results, measurer.measurements(generated_tokens=generated, sequences=len(results))
+
+
+@pytest.fixture(scope="module")
+def plain_results(lm):
+    """What the server answers without streaming (it refuses to stream), and the
+    bodies of the requests sent: the measured call's, then one more call's."""
+    with serve(lm, streaming=False) as running:
+        backend = backend_for(running.base_url, key=None)
+        results, measured = measured_generate(backend, STREAM_REQUESTS)
+        first = list(running.options.bodies)
+        running.options.bodies.clear()
+        backend.generate(STREAM_REQUESTS[:1], batch_size=1)
+        later = list(running.options.bodies)
+    return results, measured, (first, later)
+
+
+def test_streamed_predictions_are_the_plain_ones_with_ttft_and_decode_rate(
+    backend, server, plain_results
+):
+    server.options.bodies.clear()
+    streamed, measured = measured_generate(backend, STREAM_REQUESTS)
+    assert all(b["stream"] is True for b in server.options.bodies)
+    plain, _, _ = plain_results
+    assert streamed == plain  # text, token count and finish reason
+    assert [r.finish_reason for r in streamed][1] == "stop"
+    assert measured.ttft_s is not None and measured.ttft_s > 0
+    assert measured.decode_tokens_per_s is not None and measured.decode_tokens_per_s > 0
+    assert measured.generated_tokens == sum(r.n_tokens for r in plain) > len(plain)
+    assert measured.prompt_tokens is not None and measured.prompt_tokens > 0
+
+
+def test_a_server_that_refuses_streams_gets_plain_requests_and_gives_no_timings(lm, plain_results):
+    results, measured, (first, later) = plain_results
+    # The requests sent before the first refusal (HTTP 400) came back, at most
+    # max_concurrency (4) of them, were sent again plainly; later ones never streamed.
+    streamed = [bool(b.get("stream")) for b in first]
+    assert 1 <= streamed.count(True) <= 4 and streamed.count(False) == len(STREAM_REQUESTS)
+    assert [bool(b.get("stream")) for b in later] == [False]
+    assert measured.ttft_s is None and measured.decode_tokens_per_s is None
+    assert measured.prompt_tokens is not None and measured.generated_tokens
+    assert results[0].text == direct_greedy(lm, lm.encode("The capital of France is"), 12)
+
+
+def test_a_stream_without_counts_gives_ttft_but_no_decode_rate(lm, plain_results):
+    with serve(lm, stream_usage=False) as running:
+        backend = backend_for(running.base_url, key=None)
+        results, measured = measured_generate(backend, STREAM_REQUESTS[:1])
+        again, later = measured_generate(backend, STREAM_REQUESTS[1:])
+        streamed = [bool(b.get("stream")) for b in running.options.bodies]
+    assert results + again == plain_results[0]  # the counts come from plain answers
+    assert streamed == [True] + [False] * len(STREAM_REQUESTS)
+    assert measured.ttft_s is not None and measured.ttft_s > 0
+    assert measured.decode_tokens_per_s is None
+    assert later.ttft_s is None and later.decode_tokens_per_s is None
+
+
+@pytest.mark.data
+def test_a_streamed_evaluation_carries_ttft_and_decode_rate(server, datasets_dir):
+    bench = load_benchmark("gsm8k", BenchmarkContext(datasets_dir, shots=2, max_new_tokens=16))
+    config = EvalConfig(n=2, seed="stream", batch_size=2, prompt_style="plain")
+    run = evaluate(bench, backend_for(server.base_url), config)
+    measured = run.measurements
+    assert measured is not None
+    assert measured.ttft_s is not None and measured.ttft_s > 0
+    assert measured.decode_tokens_per_s is not None and measured.decode_tokens_per_s > 0
+    assert measured.generated_tokens == run.tokens > 2

@@ -10,9 +10,21 @@ limit" and would generate to the end of the context. An endpoint that cannot
 echo log-probabilities makes the backend fall back, once and for good, to a
 letter-choice prompt through ``/chat/completions``.
 
+Generation is streamed (server-sent events, :mod:`quorumbench.backends.openai_stream`)
+to time each request's first token and decoding; the chunks are joined back into the
+answer the plain call gives, so predictions are the same. An endpoint that refuses a
+streamed request (HTTP 400, 415, 422 or 501 before any stream has worked) gets it
+again without streaming, and every later one too, and reports no timings; so does one
+that answers a plain JSON document instead of a stream. One whose stream carries no
+token count (it ignores ``stream_options``) has that request sent again without
+streaming, for its count, and is not streamed to again: its first answers give a time
+to first token, none a decode rate.
+
 Requests run concurrently (at most ``max_concurrency`` at a time) on an
 ``httpx.AsyncClient``; connection errors, timeouts, HTTP 429 and 5xx are retried
-with exponential backoff (honouring ``Retry-After``). Other 4xx answers fail at once
+with exponential backoff (honouring ``Retry-After``), and so is a stream that breaks
+off or ends early (``timeout_s`` bounds each wait for data, not a whole stream). Other
+4xx answers fail at once
 with :class:`~quorumbench.errors.EndpointError`; so does a redirect (never followed).
 Pass :func:`~quorumbench.evaluation.endpoints.pinned_transport` as ``transport`` to
 connect only to checked public addresses.
@@ -26,19 +38,26 @@ context.
 from __future__ import annotations
 
 import asyncio
-import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from quorumbench.backends._plugin import BackendOptions
+from quorumbench.backends.openai_http import (
+    KeepOpen,
+    Session,
+    Transient,
+    decode_answer,
+    error_detail,
+    in_order,
+    public_url,
+    retry_after_seconds,
+    sanitize,
+)
 from quorumbench.backends.openai_scoring import (
     LETTER_INSTRUCTION,
     LETTERS,
@@ -50,6 +69,15 @@ from quorumbench.backends.openai_scoring import (
     letter_prompt,
     parse_letter,
     prompt_tokens,
+)
+from quorumbench.backends.openai_stream import (
+    BrokenStream,
+    Streamed,
+    StreamTiming,
+    is_event_stream,
+    read_stream,
+    record_streams,
+    streaming,
 )
 from quorumbench.errors import BackendError, EndpointError, InvalidRefError
 from quorumbench.evaluation.backend import (
@@ -91,107 +119,23 @@ MAX_RETRY_AFTER_S = 120.0
 """A server's ``Retry-After`` is honoured up to this many seconds."""
 _FATAL_5XX = {501, 505}
 _UNSUPPORTED_STATUS = {404, 405, 501}
-_MAX_DETAIL = 200
+_NO_STREAM_STATUS = {400, 415, 422, 501}
+"""Answers to a streamed request that may mean "no streaming here": the request is
+sent again without streaming, and so are all later ones."""
 ECHO_MAX_TOKENS = 1
 """New tokens asked for with an echoed prompt; ignored. Not 0: llama.cpp reads 0 as no limit."""
 
 
-class _Transient(Exception):
-    """A failure worth retrying (network error, timeout, 429, 5xx)."""
+class _Answer(NamedTuple):
+    """A decoded generation answer and, when it was streamed, when its chunks came."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.retry_after = retry_after
+    data: Json
+    timing: StreamTiming | None
 
 
-async def _in_order(coros: Sequence[Awaitable[T]]) -> list[T]:
-    """Await all, results in order; on the first failure cancel the rest and re-raise."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return list(await asyncio.gather(*tasks))
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-@dataclass(frozen=True)
-class _Session:
-    """One sync call's client and its concurrency limit."""
-
-    client: httpx.AsyncClient
-    limit: asyncio.Semaphore
-
-
-class _KeepOpen(httpx.AsyncBaseTransport):
-    """Lends an injected transport to a client without letting the client close it."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        return None
-
-
-def _public_url(url: str) -> str:
-    """``url`` without user info, query string or fragment (they may carry tokens)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{netloc}{parts.path}"
-
-
-def sanitize(text: str, secret: str | None) -> str:
-    """A short, single-line, printable version of ``text`` with ``secret`` masked."""
-    if secret:
-        text = text.replace(secret, "***")
-    text = re.sub(r"(?i)bearer\s+\S+", "Bearer ***", text)
-    text = re.sub(r"\bsk-[\w-]{4,}", "sk-***", text)
-    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
-
-
-def _error_detail(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:1000]
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict):
-            for key in ("message", "detail", "msg"):
-                if isinstance(error.get(key), str):
-                    return str(error[key])
-        if isinstance(error, str):
-            return error
-        if isinstance(body.get("detail"), str):
-            return str(body["detail"])
-    return str(body)[:1000]
-
-
-def retry_after_seconds(headers: httpx.Headers) -> float | None:
-    """Seconds a server asked us to wait (``retry-after-ms`` or ``Retry-After``)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+class _Generated(NamedTuple):
+    result: GenerateResult
+    timing: StreamTiming | None
 
 
 class OpenAICompatBackend:
@@ -239,6 +183,7 @@ class OpenAICompatBackend:
         self._letter_max_tokens = letter_max_tokens
         self._letters = False
         self._echo_trusted = False
+        self._stream: bool | None = None  # None: no streamed request answered yet
         self._info: ModelInfo | None = None
         self._closed = False
 
@@ -265,7 +210,7 @@ class OpenAICompatBackend:
             # closes with it, under the same rules.
             transport = self._transport.fresh()
         elif self._transport is not None:
-            transport = _KeepOpen(self._transport)
+            transport = KeepOpen(self._transport)
         limits = httpx.Limits(max_connections=self._concurrency)
         return httpx.AsyncClient(
             base_url=self._base + "/",
@@ -275,14 +220,14 @@ class OpenAICompatBackend:
             limits=limits,
         )
 
-    def _run(self, work: Callable[[_Session], Awaitable[T]]) -> T:
+    def _run(self, work: Callable[[Session], Awaitable[T]]) -> T:
         """Run ``work`` on a fresh client and event loop, from sync code."""
         if self._closed:
             raise BackendError(f"{self!r} is closed")
 
         async def main() -> T:
             async with self._client() as client:
-                return await work(_Session(client, asyncio.Semaphore(self._concurrency)))
+                return await work(Session(client, asyncio.Semaphore(self._concurrency)))
 
         try:
             asyncio.get_running_loop()
@@ -293,14 +238,22 @@ class OpenAICompatBackend:
 
     def _wait(self, state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None
-        if isinstance(error, _Transient) and error.retry_after is not None:
+        if isinstance(error, Transient) and error.retry_after is not None:
             return min(error.retry_after, MAX_RETRY_AFTER_S)
         return float(min(self._backoff_s * 2 ** (state.attempt_number - 1), self._max_backoff_s))
 
     def _where(self, path: str) -> str:
-        return _public_url(f"{self._base}/{path}")
+        return public_url(f"{self._base}/{path}")
 
-    async def _send(self, session: _Session, path: str, body: Json | None) -> httpx.Response:
+    def _failed(self, path: str, failure: str, transient: bool) -> NoReturn:
+        # Called outside the except block: the httpx error (whose request carries the
+        # Authorization header) does not travel on as __context__.
+        message = f"{self._where(path)} failed: {sanitize(failure, self._secret())}"
+        if transient:
+            raise Transient(message)
+        raise EndpointError(message)
+
+    async def _send(self, session: Session, path: str, body: Json | None) -> httpx.Response:
         try:
             async with session.limit:
                 if body is None:
@@ -310,68 +263,110 @@ class OpenAICompatBackend:
             failure, transient = type(exc).__name__, True
         except httpx.HTTPError as exc:  # a bad URL, an unsupported protocol, a decoding error
             failure, transient = f"{type(exc).__name__}: {exc}", False
-        # Raised outside the except block: the httpx error (whose request carries the
-        # Authorization header) does not travel on as __context__.
-        message = f"{self._where(path)} failed: {sanitize(failure, self._secret())}"
-        if transient:
-            raise _Transient(message)
-        raise EndpointError(message)
+        self._failed(path, failure, transient)
+
+    async def _send_streaming(
+        self, session: Session, path: str, body: Json, *, chat: bool
+    ) -> httpx.Response | Streamed:
+        """POST ``body`` and read the event stream, or the answer when it is not one.
+
+        The clock starts once the request holds its concurrency slot, just before it
+        is sent: waiting for a slot is not time to first token."""
+        try:
+            async with session.limit:
+                sent_at = time.perf_counter()
+                async with session.client.stream("POST", path, json=body) as response:
+                    if not (200 <= response.status_code < 300 and is_event_stream(response)):
+                        await response.aread()
+                        return response
+                    return await read_stream(response.aiter_lines(), chat=chat, sent_at=sent_at)
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            failure, transient = type(exc).__name__, True
+        except httpx.HTTPError as exc:
+            failure, transient = f"{type(exc).__name__}: {exc}", False
+        except BrokenStream as exc:
+            failure, transient = f"the stream broke off: {exc}", True
+        self._failed(path, failure, transient)
+
+    def _check_transient(self, response: httpx.Response, path: str) -> None:
+        """Raise :class:`Transient` for an answer worth retrying (429, most 5xx)."""
+        status = response.status_code
+        if status == 429 or (status >= 500 and status not in _FATAL_5XX):
+            detail = sanitize(error_detail(response), self._secret())
+            raise Transient(
+                f"{self._where(path)} answered HTTP {status}: {detail}",
+                retry_after_seconds(response.headers),
+            )
+
+    async def _retried(self, attempt: Callable[[], Awaitable[T]], attempts: int | None = None) -> T:
+        """``attempt`` until it raises no :class:`Transient`, at most ``attempts`` times."""
+        tries = attempts or self._attempts
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(tries),
+            wait=self._wait,
+            retry=retry_if_exception_type(Transient),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        outcome: list[T] = []
+        failure: str | None = None
+        try:
+            async for state in retrying:
+                with state:
+                    outcome.append(await attempt())
+        except Transient as exc:
+            failure = exc.message
+        if failure is not None or not outcome:
+            raise EndpointError(f"{failure} (gave up after {tries} tries)")
+        return outcome[-1]
 
     async def _call(
         self,
-        session: _Session,
+        session: Session,
         path: str,
         body: Json | None = None,
         *,
         attempts: int | None = None,
     ) -> Json:
         """One API call with retries; the decoded JSON object of a 2xx answer."""
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(attempts or self._attempts),
-            wait=self._wait,
-            retry=retry_if_exception_type(_Transient),
-            sleep=self._sleep,
-            reraise=True,
-        )
-        response: httpx.Response | None = None
-        failure: str | None = None
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    response = await self._send(session, path, body)
-                    status = response.status_code
-                    if status == 429 or (status >= 500 and status not in _FATAL_5XX):
-                        detail = sanitize(_error_detail(response), self._secret())
-                        raise _Transient(
-                            f"{self._where(path)} answered HTTP {status}: {detail}",
-                            retry_after_seconds(response.headers),
-                        )
-        except _Transient as exc:
-            failure = exc.message
-        if failure is not None or response is None:
-            raise EndpointError(f"{failure} (gave up after {attempts or self._attempts} tries)")
-        return self._decode(response, path)
+
+        async def attempt() -> httpx.Response:
+            response = await self._send(session, path, body)
+            self._check_transient(response, path)
+            return response
+
+        return self._decode(await self._retried(attempt, attempts), path)
+
+    async def _completion(self, session: Session, path: str, body: Json, *, chat: bool) -> _Answer:
+        """A generation answer with retries: streamed, timed, while the endpoint allows."""
+        if self._stream is not False:
+
+            async def attempt() -> httpx.Response | Streamed:
+                got = await self._send_streaming(session, path, streaming(body), chat=chat)
+                if isinstance(got, httpx.Response):
+                    self._check_transient(got, path)
+                return got
+
+            got = await self._retried(attempt)
+            if isinstance(got, Streamed) and got.timing.tokens is not None:
+                if self._stream is None:
+                    self._stream = True
+                return _Answer(got.data, got.timing)
+            if isinstance(got, Streamed):
+                # No token count in the stream (``include_usage`` ignored): plain answers
+                # keep theirs, as before streaming; this request is asked again for it.
+                self._stream = False
+                return _Answer(await self._call(session, path, body), got.timing)
+            if got.status_code not in _NO_STREAM_STATUS or self._stream:
+                data = self._decode(got, path)  # an error, or a plain answer
+                if self._stream is None:
+                    self._stream = False  # it ignored "stream": no need to ask again
+                return _Answer(data, None)
+            self._stream = False  # refused: asked without streaming from now on
+        return _Answer(await self._call(session, path, body), None)
 
     def _decode(self, response: httpx.Response, path: str) -> Json:
-        status = response.status_code
-        location = response.headers.get("location")
-        if 300 <= status < 400 and location is not None:
-            target = _public_url(str(response.url.join(location)))
-            raise EndpointError(
-                f"{self._where(path)} redirected (HTTP {status}) to {sanitize(target, None)}; "
-                "redirects are not followed (use the final URL as the endpoint)",
-                status,
-            )
-        if not 200 <= status < 300:
-            detail = sanitize(_error_detail(response), self._secret())
-            raise EndpointError(f"{self._where(path)} answered HTTP {status}: {detail}", status)
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            raise EndpointError(f"{self._where(path)} did not answer with a JSON object")
-        return data
+        return decode_answer(response, self._where(path), self._secret())
 
     def _choice(self, data: Json, path: str) -> Json:
         choices = data.get("choices")
@@ -383,8 +378,8 @@ class OpenAICompatBackend:
     # -- generation ----------------------------------------------------------------
 
     async def _generate_one(
-        self, session: _Session, request: GenerateRequest, usage: BackendUsage | None = None
-    ) -> GenerateResult:
+        self, session: Session, request: GenerateRequest, usage: BackendUsage | None
+    ) -> _Generated:
         stops = tuple(s for s in request.stop if s)
         body: Json = {"model": self._model, "temperature": 0, "max_tokens": request.max_new_tokens}
         if stops:
@@ -396,9 +391,9 @@ class OpenAICompatBackend:
         else:
             path = "completions"
             body["prompt"] = request.prompt.text
-        data = await self._call(session, path, body)
+        data, timing = await self._completion(session, path, body, chat=messages is not None)
         if usage is not None and (read := prompt_tokens(data)) is not None:
-            usage.add_prompt_tokens(read)  # no streaming: no time to first token
+            usage.add_prompt_tokens(read)
         choice = self._choice(data, path)
         raw = chat_content(choice) if messages is not None else choice.get("text")
         text, cut = truncate_at_stop(raw if isinstance(raw, str) else "", stops)
@@ -408,7 +403,7 @@ class OpenAICompatBackend:
             reason = "stop"
         elif choice.get("finish_reason") == "length":
             reason = "length"
-        return GenerateResult(text, completion_tokens(data), reason)
+        return _Generated(GenerateResult(text, completion_tokens(data), reason), timing)
 
     def generate(
         self,
@@ -420,25 +415,28 @@ class OpenAICompatBackend:
         """Greedy completions, in request order.
 
         ``batch_size`` is ignored: up to ``max_concurrency`` requests are in flight.
+        When measured, the streamed answers' timings go to the current
+        :class:`~quorumbench.evaluation.usage.BackendUsage` once all have arrived.
         """
 
         usage = current_usage()
 
-        async def work(session: _Session) -> list[GenerateResult]:
-            async def one(request: GenerateRequest) -> GenerateResult:
-                result = await self._generate_one(session, request, usage)
+        async def work(session: Session) -> list[GenerateResult]:
+            async def one(request: GenerateRequest) -> _Generated:
+                generated = await self._generate_one(session, request, usage)
                 progress(1)
-                return result
+                return generated
 
-            return await _in_order([one(r) for r in requests])
+            done = await in_order([one(r) for r in requests])
+            if usage is not None:
+                record_streams(usage, [g.timing for g in done])
+            return [g.result for g in done]
 
         return self._run(work) if requests else []
 
     # -- multiple choice -----------------------------------------------------------
 
-    async def _score_option(
-        self, session: _Session, context: str, option: str
-    ) -> tuple[float, int]:
+    async def _score_option(self, session: Session, context: str, option: str) -> tuple[float, int]:
         prompt = context + option
         body: Json = {
             "model": self._model,
@@ -464,7 +462,7 @@ class OpenAICompatBackend:
         check_echo_alignment(choice, prompt)
         return continuation_logprob(logprobs, len(context), len(prompt))
 
-    async def _by_letter(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
+    async def _by_letter(self, session: Session, request: ChoiceRequest) -> ChoiceResult:
         if len(request.options) > len(LETTERS):
             raise BackendError(f"a letter-choice prompt holds at most {len(LETTERS)} options")
         body: Json = {
@@ -481,12 +479,12 @@ class OpenAICompatBackend:
             "letter", chosen=chosen, raw_text=reply, n_tokens=completion_tokens(data)
         )
 
-    async def _choose_one(self, session: _Session, request: ChoiceRequest) -> ChoiceResult:
+    async def _choose_one(self, session: Session, request: ChoiceRequest) -> ChoiceResult:
         if not self._letters:
             context = request.context
             options = [self._score_option(session, context, c) for c in request.continuations]
             try:
-                scored = await _in_order(options)
+                scored = await in_order(options)
             except EchoUnsupported:
                 self._letters = True  # remembered: later requests skip the attempt
             else:
@@ -512,24 +510,24 @@ class OpenAICompatBackend:
         ``max_concurrency`` requests are in flight.
         """
 
-        async def work(session: _Session) -> list[ChoiceResult]:
+        async def work(session: Session) -> list[ChoiceResult]:
             async def one(request: ChoiceRequest) -> ChoiceResult:
                 result = await self._choose_one(session, request)
                 progress(1)
                 return result
 
             if self._letters or self._echo_trusted:
-                return await _in_order([one(r) for r in requests])
+                return await in_order([one(r) for r in requests])
             # The first request alone decides between log-probabilities and letters, so
             # every request of a run is scored the same way.
             first = await one(requests[0])
-            return [first, *await _in_order([one(r) for r in requests[1:]])]
+            return [first, *await in_order([one(r) for r in requests[1:]])]
 
         return self._run(work) if requests else []
 
     # -- the rest of the protocol --------------------------------------------------
 
-    async def _served_model(self, session: _Session) -> Json | None:
+    async def _served_model(self, session: Session) -> Json | None:
         try:
             data = await self._call(session, "models", attempts=1)
         except EndpointError:

@@ -11,9 +11,11 @@ or ``max_runs`` runs, whichever comes first (:func:`needs_another_run`).
 
 Each run is measured by :class:`~quorumbench.evaluation.measure.Measurer`: the backend
 reports its own time to first token and decode time (``evaluation/usage.py``), and the
-measurer samples peak memory. Figures a backend cannot give (an OpenAI-compatible
-endpoint without streaming has no time to first token) are absent from the result,
-with a note saying why, never invented.
+measurer samples peak memory. An OpenAI-compatible endpoint streams its answer and
+gives them as seen from the client, network included; figures a backend cannot give (an
+endpoint that refuses streaming has no time to first token, one that sends no token
+counts in its stream no decode rate) are absent from the result, with a note saying
+why, never invented.
 """
 
 from __future__ import annotations
@@ -281,11 +283,14 @@ def _notes(runs: tuple[EdgeRun, ...], settings: EdgeSettings) -> tuple[str, ...]
     notes = []
     if any(r.ttft_s is None for r in runs):
         notes.append(
-            "the backend reports no time to first token (an endpoint without streaming): "
-            "no TTFT and no prefill tokens/s"
+            "the backend reports no time to first token (an endpoint that does not "
+            "stream): no TTFT and no prefill tokens/s"
         )
     if any(r.decode_tokens_per_s is None for r in runs):
-        notes.append("the backend reports no decode time: no decode tokens/s")
+        notes.append(
+            "the backend reports no decode time (an endpoint that does not stream or "
+            "sends no token counts): no decode tokens/s"
+        )
     if any(r.generated_tokens != settings.gen_tokens for r in runs):
         counts = sorted({r.generated_tokens for r in runs})
         notes.append(

@@ -129,6 +129,8 @@ def test_chat_generation_posts_messages_and_cuts_at_the_stop_sequence():
         "max_tokens": 9,
         "stop": ["Question:"],
         "messages": [{"role": "user", "content": "2*21?"}],
+        "stream": True,  # the answer above is a plain document: no second request
+        "stream_options": {"include_usage": True},
     }
 
 
@@ -149,6 +151,8 @@ def test_text_generation_uses_completions_and_reports_length():
         "temperature": 0,
         "max_tokens": 4,
         "prompt": "Once upon a time",
+        "stream": True,
+        "stream_options": {"include_usage": True},
     }
 
 
