@@ -24,6 +24,7 @@ from quorumbench.benchmarks import load_benchmark
 from quorumbench.benchmarks.truthfulqa import context_for, letter_order
 from quorumbench.evaluation.backend import ChatMessage, ChoiceRequest, GenerateRequest, Prompt
 from quorumbench.evaluation.benchmark import BenchmarkContext
+from quorumbench.evaluation.edge import EdgeSettings, run_edge
 from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.extract import truncate_at_stop
 from quorumbench.evaluation.measure import Measurer
@@ -311,3 +312,13 @@ def test_a_streamed_evaluation_carries_ttft_and_decode_rate(server, datasets_dir
     assert measured.ttft_s is not None and measured.ttft_s > 0
     assert measured.decode_tokens_per_s is not None and measured.decode_tokens_per_s > 0
     assert measured.generated_tokens == run.tokens > 2
+
+
+def test_the_edge_benchmark_cuts_an_endpoints_prompt_by_the_tokens_it_reads(backend):
+    """The backend's own count is an estimate (four characters a token); the prompt is
+    cut again by the prompt tokens the server reports, so every run reads exactly 24."""
+    settings = EdgeSettings(prompt_tokens=24, gen_tokens=3, warmup=1, min_runs=2, min_time_s=0)
+    result = run_edge(backend, settings)
+    assert [r.prompt_tokens for r in (*result.warmup_runs, *result.runs)] == [24, 24, 24]
+    assert result.ttft_s is not None and result.ttft_s.mean > 0
+    assert result.prefill_tokens_per_s is not None and result.prefill_tokens_per_s.mean > 0

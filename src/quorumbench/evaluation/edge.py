@@ -3,7 +3,9 @@ in the style of llama.cpp's ``llama-bench`` (docs/efficiency.md, "The edge bench
 
 One workload, the same for every runner: a plain-text prompt of exactly
 ``prompt_tokens`` tokens (:data:`EDGE_TEXT` repeated and cut with the model's own
-tokenizer, see :func:`edge_prompt`), then exactly ``gen_tokens`` greedy tokens (EOS
+tokenizer, see :func:`edge_prompt`; cut again by the prompt tokens the model reports
+reading when its first run reads another number, as an endpoint whose tokenizer is
+only estimated here does), then exactly ``gen_tokens`` greedy tokens (EOS
 does not stop them where the backend allows it), batch size 1, no prompt prefix reused
 from an earlier run. ``warmup`` runs come first and are not counted; then runs repeat
 until both ``min_runs`` runs and ``min_time_s`` seconds of measured runs are reached,
@@ -31,6 +33,7 @@ from quorumbench.errors import BackendError, ConfigError
 from quorumbench.evaluation.backend import GenerateRequest, ModelBackend, Prompt
 from quorumbench.evaluation.environment import hardware, library_versions
 from quorumbench.evaluation.measure import Measurer
+from quorumbench.evaluation.usage import recording_usage
 
 EDGE_TEXT = (
     "The old lighthouse stood at the end of a narrow spit of land, where the river met "
@@ -65,6 +68,10 @@ def edge_benchmark_name(prompt_tokens: int, gen_tokens: int) -> str:
     """The server's name for the edge benchmark of one workload (``edge-512-128``)."""
     return f"{EDGE_KIND}-{prompt_tokens}-{gen_tokens}"
 
+
+_MAX_CHARS_PER_TOKEN = 64
+"""A text this many characters a token long that still counts short of the prompt
+length is a model that does not read it (truncation), not a tokenizer."""
 
 _CUT_SEARCH_CHARS = 64
 """How far around the first prefix that reaches the length :func:`edge_prompt` looks
@@ -128,26 +135,45 @@ def needs_another_run(runs: int, elapsed_s: float, settings: EdgeSettings) -> bo
     return runs < settings.min_runs or elapsed_s < settings.min_time_s
 
 
-def edge_prompt(backend: ModelBackend, n_tokens: int) -> str:
+def edge_prompt(
+    backend: ModelBackend, n_tokens: int, count: Callable[[str], int] | None = None
+) -> str:
     """:data:`EDGE_TEXT` repeated and cut to the shortest prefix that the backend's
     tokenizer counts as exactly ``n_tokens`` tokens (``count_tokens``, which is what a
-    plain-text prompt costs). BackendError when no prefix near the cut has exactly
-    that many (a tokenizer that jumps over the count)."""
+    plain-text prompt costs; or ``count``, e.g. what the model reports it read).
+    BackendError when no prefix near the cut has exactly that many (a tokenizer that
+    jumps over the count), or when the text does not grow in tokens as it grows."""
+    count = count or backend.count_tokens
     text = EDGE_TEXT
-    while backend.count_tokens(text) < n_tokens:
+    while count(text) < n_tokens:
+        if len(text) > _MAX_CHARS_PER_TOKEN * n_tokens:
+            raise BackendError(
+                f"{len(text):,} characters of the edge text count as fewer than {n_tokens} tokens"
+            )
         text += EDGE_TEXT
     low, high = 1, len(text)  # the shortest prefix with at least n_tokens tokens
     while low < high:
         mid = (low + high) // 2
-        if backend.count_tokens(text[:mid]) >= n_tokens:
+        if count(text[:mid]) >= n_tokens:
             high = mid
         else:
             low = mid + 1
     for delta in range(_CUT_SEARCH_CHARS + 1):
         for end in (low + delta, low - delta):
-            if 0 < end <= len(text) and backend.count_tokens(text[:end]) == n_tokens:
+            if 0 < end <= len(text) and count(text[:end]) == n_tokens:
                 return text[:end]
     raise BackendError(f"cannot cut the edge prompt to exactly {n_tokens} tokens")
+
+
+def _tokens_read(backend: ModelBackend, text: str) -> int:
+    """How many prompt tokens the model reports reading for ``text`` (one request that
+    generates a single token); BackendError when it reports none."""
+    request = GenerateRequest(Prompt(text=text), max_new_tokens=1, cache_prefix=False)
+    with recording_usage() as usage:
+        backend.generate([request], batch_size=1)
+    if usage.prompt_tokens is None:
+        raise BackendError("the backend does not report how many prompt tokens it read")
+    return usage.prompt_tokens
 
 
 @dataclass(frozen=True)
@@ -303,6 +329,29 @@ def _notes(runs: tuple[EdgeRun, ...], settings: EdgeSettings) -> tuple[str, ...]
     return tuple(notes)
 
 
+def _edge_request(text: str, settings: EdgeSettings) -> GenerateRequest:
+    return GenerateRequest(
+        Prompt(text=text),
+        max_new_tokens=settings.gen_tokens,
+        ignore_eos=True,
+        cache_prefix=False,
+    )
+
+
+def _recut(backend: ModelBackend, wanted: int, read: int) -> str:
+    """The edge prompt cut by the prompt tokens the model reports reading, for a backend
+    whose own count is an estimate (an endpoint: its tokenizer is not known here).
+    BackendError, naming what the model read, when that cannot be done."""
+    try:
+        return edge_prompt(backend, wanted, lambda text: _tokens_read(backend, text))
+    except BackendError as exc:
+        raise BackendError(
+            f"the model read {read} prompt tokens, not {wanted} (does the prompt and its "
+            f"generation fit its context window?), and cutting the prompt by the tokens "
+            f"it reports did not work either: {exc.message}"
+        ) from exc
+
+
 def run_edge(
     backend: ModelBackend,
     settings: EdgeSettings,
@@ -313,30 +362,33 @@ def run_edge(
     """Run the edge workload on a loaded backend (see the module docstring).
 
     ``clock`` times each run for the minimum-time rule (tests script it)."""
-    text = edge_prompt(backend, settings.prompt_tokens)
-    request = GenerateRequest(
-        Prompt(text=text),
-        max_new_tokens=settings.gen_tokens,
-        ignore_eos=True,
-        cache_prefix=False,
-    )
+    wanted = settings.prompt_tokens
+    requests = [_edge_request(edge_prompt(backend, wanted), settings)]
+
+    def checked_run() -> EdgeRun:
+        run = _one_run(backend, requests[0])
+        read = run.prompt_tokens
+        if read is None or read == wanted:
+            return run
+        if len(requests) == 1:  # the first run: cut again by what the model reads
+            requests.insert(0, _edge_request(_recut(backend, wanted, read), settings))
+            return checked_run()
+        raise BackendError(
+            f"the model read {read} prompt tokens, not {wanted} "
+            "(does the prompt and its generation fit its context window?)"
+        )
+
     warmups = []
     for done in range(1, settings.warmup + 1):
-        warmups.append(_one_run(backend, request))
+        warmups.append(checked_run())
         progress("warmup", done, 0.0)
     runs: list[EdgeRun] = []
     elapsed = 0.0
     while needs_another_run(len(runs), elapsed, settings):
         started = clock()
-        run = _one_run(backend, request)
+        run = checked_run()
         elapsed += clock() - started
         runs.append(run)
-        read = run.prompt_tokens
-        if read is not None and read != settings.prompt_tokens:
-            raise BackendError(
-                f"the model read {read} prompt tokens, not {settings.prompt_tokens} "
-                "(does the prompt and its generation fit its context window?)"
-            )
         progress("run", len(runs), elapsed)
     info = backend.info
     machine = hardware(info.device)
