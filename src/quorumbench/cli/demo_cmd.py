@@ -107,9 +107,9 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             quota_evaluations=0,
             # A short edge workload, so the demo's model pages show edge figures after
             # a few seconds of each runner's time (the server's default is 512 + 128).
-            edge_prompt_tokens=128,
-            edge_gen_tokens=32,
-            edge_min_runs=3,
+            edge_prompt_tokens=64,
+            edge_gen_tokens=16,
+            edge_min_runs=2,
             edge_min_time_s=0.0,
             # Signing in on the site without an OAuth app: only where nobody else can
             # reach the server (the settings refuse it on any other interface).

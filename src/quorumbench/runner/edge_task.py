@@ -105,7 +105,7 @@ def run_edge_task(
     request, the time limit)."""
     total = settings.warmup + settings.min_runs  # at least; the time rule may add runs
     label = f"task {task.id} edge × {task.model.ref}"
-    with task_progress(console, task.id, label, total) as advance:
+    with task_progress(console, task.id, label, total, unit="runs") as advance:
 
         def progress(phase: str, done: int, elapsed_s: float) -> None:
             advance(1)

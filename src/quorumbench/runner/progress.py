@@ -24,7 +24,8 @@ Advance = Callable[[int], None]
 
 
 class ProgressLines:
-    """Logs ``task N: k/n samples, t s`` every ``step`` of ``n`` or ``every_s`` seconds."""
+    """Logs ``task N: k/n samples, t s`` every ``step`` of ``n`` or ``every_s`` seconds
+    (``unit``: what is counted, ``runs`` for an edge task)."""
 
     def __init__(
         self,
@@ -35,8 +36,10 @@ class ProgressLines:
         every_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         emit: Callable[[str], None] = log.info,
+        unit: str = "samples",
     ) -> None:
         self.task_id = task_id
+        self.unit = unit
         self.total = max(total, 0)
         self.every_s = every_s
         self._step = max(1, round(self.total * step))
@@ -58,13 +61,14 @@ class ProgressLines:
         ):
             self._last_count, self._last_time = self._done, now
             self._emit(
-                f"task {self.task_id}: {self._done}/{self.total} samples, {now - self._start:.0f} s"
+                f"task {self.task_id}: {self._done}/{self.total} {self.unit}, "
+                f"{now - self._start:.0f} s"
             )
 
 
 @contextmanager
 def task_progress(
-    console: Console | None, task_id: int, label: str, total: int
+    console: Console | None, task_id: int, label: str, total: int, unit: str = "samples"
 ) -> Iterator[Advance]:
     """A function to call with each batch's count: a transient bar on a terminal,
     :class:`ProgressLines` on anything else, nothing without a console."""
@@ -72,7 +76,7 @@ def task_progress(
         yield lambda k: None
         return
     if not console.is_terminal:
-        yield ProgressLines(task_id, total).advance
+        yield ProgressLines(task_id, total, unit=unit).advance
         return
     with Progress(
         TextColumn("[bold]{task.description}"),
