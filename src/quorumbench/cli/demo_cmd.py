@@ -439,6 +439,9 @@ def _wait_for_consensus(
     console: Console,
 ) -> None:
     deadline = time.monotonic() + options.timeout_s
+    # The epoch the demo's tasks were made in: an hour that turns while the runners work
+    # schedules the next epoch's tasks, which the demo does not wait for.
+    epoch = max((t["epoch"] for t in _tasks(api, model_ids)), default=None)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -449,7 +452,7 @@ def _wait_for_consensus(
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("tasks final", total=None, detail="")
         while True:
-            tasks = _tasks(api, model_ids)
+            tasks = [t for t in _tasks(api, model_ids) if epoch is None or t["epoch"] <= epoch]
             final = [t for t in tasks if t["final"]]
             # An open task shows no result count (it would give canaries away).
             disputed = sum(1 for t in tasks if t["status"] == TaskStatus.DISPUTED)
