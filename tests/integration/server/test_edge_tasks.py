@@ -6,14 +6,20 @@ model runs them in tests/integration/runner/test_edge_tasks.py."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from nacl.signing import SigningKey
+from rich.console import Console
 from sqlalchemy import func, select, update
 
 from quorumbench.api.app import create_app
+from quorumbench.api.embedded import EmbeddedServer
+from quorumbench.cli.verify_cmd import verify
+from quorumbench.core.canonical import sha256_hex
+from quorumbench.core.signing import message_for_task, result_digest
 from quorumbench.db.edge_models import EdgeResult as EdgeRow
 from quorumbench.db.models import TASK_EDGE, Benchmark, Lease, Model, Runner, Task
 from quorumbench.errors import ConflictError, InvalidSubmissionError, LeaseExpiredError
@@ -25,6 +31,7 @@ from quorumbench.evaluation.edge import (
     workload_sha256,
 )
 from quorumbench.protocol import EdgeReport, ResultPayload, TaskStatus
+from quorumbench.protocol import Task as ProtocolTask
 from quorumbench.queue.base import Claim, Claimant
 from quorumbench.runner.edge_task import edge_report
 from quorumbench.services.accounts import authenticate_api_token, create_account, issue_token
@@ -37,8 +44,9 @@ from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
 from quorumbench.services.scheduler import tick
 
+from ..signing import signature
 from .conftest import fake_metadata, hub_ref
-from .test_api import payload
+from .test_api import auth, payload
 
 WORKLOAD = {
     "edge_prompt_tokens": 24,
@@ -380,3 +388,89 @@ def test_edge_figures_take_each_runners_newest_report_with_the_spread(server, cl
     assert edge_figures(server.ctx, hardware_class=big.hardware_class) == [big]
     assert edge_figures(server.ctx, model_id=model + 1) == []
     assert clock.now - test_cpu.latest_at < timedelta(seconds=1)
+
+
+def _signed_edge(key: SigningKey, lease: dict[str, Any], rep: EdgeReport) -> dict[str, Any]:
+    """The body of ``POST /v0/leases/{id}/edge``, signed as a runner signs it."""
+    signed_at = datetime.now(UTC).isoformat()
+    task = ProtocolTask.model_validate(lease["task"])
+    message = message_for_task(
+        task, lease["lease_id"], lease["attempt"], result_digest(rep), signed_at
+    )
+    return {
+        "protocol_version": "1.2",
+        "attempt": lease["attempt"],
+        "result": rep.model_dump(mode="json"),
+        "signature": {
+            "key_id": sha256_hex(bytes(key.verify_key)),
+            "signed_at": signed_at,
+            "value": key.sign(message).signature.hex(),
+        },
+    }
+
+
+def test_runners_of_protocol_1_2_get_sign_and_verify_edge_reports(
+    make_ctx, db_url, clock, tmp_path
+):
+    """Over HTTP: a 1.1 runner is never leased the edge task; a 1.2 runner is, also as
+    the next pull of a submission; the signed reports close it, and ``verify`` checks
+    them from the public log."""
+    server = Server(make_ctx, db_url, quorum=2)
+    server.register(hub_ref(13))
+    tick(server.ctx)
+    clock.now = datetime.now(UTC)  # signatures are made at the real time
+    app = create_app(server.ctx.settings, context=server.ctx, run_scheduler=False)
+    keys = {who: SigningKey.generate() for who in ("r1", "r2")}
+    with TestClient(app) as api:
+
+        def call(who: str, path: str, body: dict[str, Any]) -> Any:
+            return api.post(
+                path, params={"runner": f"{who}-box"}, json=body, headers=auth(server.tokens[who])
+            )
+
+        def pull(who: str, version: str) -> Any:
+            body = {"runner": f"{who}-box", "protocol_version": version}
+            return api.post("/v0/leases", json=body, headers=auth(server.tokens[who]))
+
+        for who, key in keys.items():
+            public = {"public_key": bytes(key.verify_key).hex()}
+            made = api.post(
+                f"/v0/runners/{who}-box/keys", json=public, headers=auth(server.tokens[who])
+            )
+            assert made.status_code == 201, made.text
+        old = pull("r3", "1.1")
+        assert old.status_code == 201 and old.json()["task"]["benchmark"].get("kind") is None
+        assert pull("r3", "1.1").status_code == 204  # the edge task is not offered to 1.1
+
+        leases = {}
+        scored = pull("r1", "1.2").json()
+        assert scored["task"]["benchmark"].get("kind") is None
+        body = payload(scored, 1.0) | {"protocol_version": "1.2", "next_pull_key": "k" * 16}
+        body["signature"] = signature(keys["r1"], scored, body["result"], clock.now.isoformat())
+        answer = call("r1", f"/v0/leases/{scored['lease_id']}/result", body)
+        assert answer.status_code == 201, answer.text
+        leases["r1"] = answer.json()["next"]  # the edge task, leased with the receipt
+        leases["r2"] = pull("r2", "1.2").json()  # the scored task's slots are taken
+        assert {lease["task"]["benchmark"]["kind"] for lease in leases.values()} == {"edge"}
+
+        for n, (who, lease) in enumerate(leases.items()):
+            rep = report(lease["task"]["id"], speed=20.0 + 10 * n)
+            body = _signed_edge(keys[who], lease, rep)
+            forged = body | {"signature": body["signature"] | {"value": "0" * 128}}
+            refused = call(who, f"/v0/leases/{lease['lease_id']}/edge", forged)
+            assert refused.status_code == 422, refused.text  # a bad signature stores nothing
+            answer = call(who, f"/v0/leases/{lease['lease_id']}/edge", body)
+            assert answer.status_code == 201, answer.text
+            again = call(who, f"/v0/leases/{lease['lease_id']}/edge", body)
+            assert again.status_code == 200 and again.json()["duplicate"]
+        assert answer.json()["task_status"] == "DONE"
+
+        shown = api.get("/v0/edge").json()
+        assert shown["workload"]["prompt_tokens"] == 24
+        (row,) = shown["rows"]
+        assert row["runners"] == 2 and row["decode_tokens_per_s"]["low"] == 21.0
+        page = api.get(f"/models/{leases['r1']['task']['model']['id']}")
+        assert page.status_code == 200 and 'id="edge-by-class"' in page.text
+    with EmbeddedServer(create_app(server.ctx.settings, context=server.ctx)) as live:
+        checked = verify(live.url, tmp_path / "verify-state.json", Console())
+    assert checked.problems == [] and checked.edge_signatures_checked == 2
