@@ -39,7 +39,7 @@ from quorumbench.services.edge_board import edge_figures
 from quorumbench.services.edge_results import submit_edge
 from quorumbench.services.edge_tasks import EDGE_PRIORITY
 from quorumbench.services.failures import report_failure
-from quorumbench.services.models import register_model
+from quorumbench.services.models import owned_models, register_model
 from quorumbench.services.results import submit_result
 from quorumbench.services.runners import runner_for
 from quorumbench.services.scheduler import tick
@@ -474,3 +474,19 @@ def test_runners_of_protocol_1_2_get_sign_and_verify_edge_reports(
     with EmbeddedServer(create_app(server.ctx.settings, context=server.ctx)) as live:
         checked = verify(live.url, tmp_path / "verify-state.json", Console())
     assert checked.problems == [] and checked.edge_signatures_checked == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="services/models.py (and services/board.py's DISPUTED badge) count an edge task "
+    "closed DISPUTED (no runner reported) as a disputed task of the model",
+)
+def test_an_edge_task_nobody_ran_does_not_mark_its_model_disputed(server, clock):
+    model = server.register(hub_ref(14))
+    tick(server.ctx)
+    clock.advance(EPOCH)
+    tick(server.ctx)  # the first edge task, which nobody took, is closed DISPUTED
+    assert server.edge_tasks()[0].status == TaskStatus.DISPUTED
+    (owned,) = owned_models(server.ctx, authenticate_api_token(server.ctx, server.tokens["owner"]))
+    assert owned.model.id == model
+    assert (owned.status, owned.tasks_disputed) == ("pending", 0)
