@@ -38,7 +38,10 @@ def _stat_problem(name: str, reported: EdgeStat | None, values: list[float | Non
         if reported is not None:
             return f"{name} is given, but a run has none"
         return None
-    expected = mean_sd([v for v in values if v is not None])
+    known = [v for v in values if v is not None]
+    if not all(math.isfinite(v) for v in known):  # a prefill rate over a ttft near 0
+        return f"{name} of a run is not a finite number"
+    expected = mean_sd(known)
     if reported is None:
         return f"{name} is missing, but every run has one"
     if reported.n != expected.n or not (

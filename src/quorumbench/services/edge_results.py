@@ -12,7 +12,8 @@ never a score, never in reputation.
 A repeated submission of the same report under the same lease returns the stored
 answer; a different one under a lease that already submitted is a conflict. A
 suspended runner's late report is kept for the record, not counted (its slot
-reopens), as for results.
+reopens), as for results; so is a report on a task closed while its lease ran: the
+log recorded the task without it, so counting it would show figures nobody can verify.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ def submit_edge(
         if signature is not None:
             check_signature(ctx, conn, lease, digest, signature, now)
         open_task = lease.finalized_at is None
-        counted = not (lease.suspended and open_task)
+        # Only an open task's reports count: one closed while this lease ran (its
+        # model's next edge task closed it) was logged without this report.
+        counted = open_task and not lease.suspended
         machine = report.hardware.hardware
         result_id = conn.execute(
             insert(EdgeResult).returning(EdgeResult.id),
@@ -124,10 +127,10 @@ def submit_edge(
         ).scalar_one()
         conn.execute(_SUBMITTED, {"lease_id": lease.id, "now": now})
         status = lease.status
-        if not counted:
+        if open_task and not counted:  # a suspended runner's: its slot reopens
             conn.execute(_TASK.values(open_slots=Task.open_slots + 1), {"task_id_": lease.task_id})
             republish = True
-        elif open_task and conn.execute(_COUNTED, {"task_id": lease.task_id}).scalar_one() >= (
+        elif counted and conn.execute(_COUNTED, {"task_id": lease.task_id}).scalar_one() >= (
             lease.quorum
         ):
             conn.execute(

@@ -600,6 +600,48 @@ def submit(next_pull: bool = False) -> Callable[[Facts, Caller], Request]:
     return build
 
 
+EDGE_REPORT = {
+    "task_id": 1,
+    "edge_version": 1,
+    "settings": {
+        "prompt_tokens": 24,
+        "gen_tokens": 6,
+        "warmup": 0,
+        "min_runs": 1,
+        "min_time_s": 0.0,
+        "max_runs": 1,
+    },
+    "wall_s": {"mean": 0.5, "sd": 0.0, "n": 1},
+    "generated_tokens": {"mean": 6.0, "sd": 0.0, "n": 1},
+    "forced_length": True,
+    "runs": [{"wall_s": 0.5, "generated_tokens": 6, "finish_reason": "length"}],
+}
+"""A well-formed edge report (``protocol.EdgeReport``): a malformed body would be
+refused (422) before the caller is known."""
+
+
+def submit_edge(facts: Facts, caller: Caller) -> Request:
+    """An edge report on alice's active lease: a scored task's, so alice herself is
+    refused (422, "for a scored task"); anyone else must not learn even that."""
+    lease = _alice_lease(facts)
+    body = {
+        "protocol_version": "1.2",
+        "attempt": lease["attempt"],
+        "result": EDGE_REPORT | {"task_id": lease["task"]["id"]},
+        "signature": {
+            "key_id": facts.alice_key_id(),
+            "signed_at": "2026-11-22T12:00:05+00:00",
+            "value": "0" * 128,
+        },
+    }
+    return Request(f"/v0/leases/{lease['lease_id']}/edge", {"runner": caller.runner}, body)
+
+
+def refused_as_scored(facts: Facts, caller: Caller, answer: httpx.Response) -> None:
+    if answer.status_code == 422:
+        assert "for a scored task" in answer.json()["detail"], answer.text
+
+
 def resubmit(facts: Facts, caller: Caller) -> Request:
     lease = facts.leases["alice-submitted"]
     body = facts.bodies["alice-submitted"]
@@ -1014,6 +1056,16 @@ VARIANTS: list[Variant] = [
         resubmit,
         owned=True,
     ),
+    Variant(
+        "POST",
+        "/v0/leases/{lease_id}/edge",
+        "alice's (scored) lease",
+        SUBMIT,
+        submit_edge,
+        owned=True,
+        ok=frozenset({422}),  # her lease is a scored task's: refused, nothing stored
+        check=refused_as_scored,
+    ),
     # tasks, leaderboard, epochs, benchmarks
     Variant("GET", "/v0/leaderboard", "json", PUBLIC, fixed("/v0/leaderboard")),
     Variant("GET", "/v0/leaderboard", "csv", PUBLIC, fixed("/v0/leaderboard", format="csv")),
@@ -1329,6 +1381,7 @@ VARIANTS: list[Variant] = [
     ),
     Variant("GET", "/efficiency", "page", PUBLIC, fixed("/efficiency")),
     Variant("GET", "/v0/efficiency", "the most common class", PUBLIC, fixed("/v0/efficiency")),
+    Variant("GET", "/v0/edge", "every model and class", PUBLIC, fixed("/v0/edge")),
     Variant("GET", "/methodology", "page", PUBLIC, fixed("/methodology")),
     Variant("GET", "/submit", "page", PUBLIC, fixed("/submit")),
     Variant("GET", "/static", "a stylesheet", PUBLIC, fixed("/static/site.css")),
