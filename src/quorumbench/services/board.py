@@ -27,6 +27,7 @@ from quorumbench.core.leaderboard import Interval
 from quorumbench.core.ranking import standings
 from quorumbench.core.taxonomy import normalised_weights
 from quorumbench.db.models import (
+    TASK_EDGE,
     Benchmark,
     LeaderboardAggregate,
     LeaderboardEntry,
@@ -208,7 +209,7 @@ def _all_rows(ctx: ServerContext) -> tuple[list[str], list[BoardRow], dict[int, 
             model_id: n
             for model_id, n in conn.execute(
                 select(Task.model_id, func.count())
-                .where(Task.status == TaskStatus.DISPUTED)
+                .where(Task.status == TaskStatus.DISPUTED, Task.purpose != TASK_EDGE)
                 .group_by(Task.model_id)
             )
         }

@@ -21,7 +21,7 @@ from typing import Literal
 
 from sqlalchemy import func, select, true
 
-from quorumbench.db.models import LeaderboardAggregate, LeaderboardEntry, Model, Task
+from quorumbench.db.models import TASK_EDGE, LeaderboardAggregate, LeaderboardEntry, Model, Task
 from quorumbench.errors import NotFoundError
 from quorumbench.evaluation.endpoints import Resolver
 from quorumbench.protocol import TaskStatus
@@ -145,7 +145,8 @@ def owned_models(ctx: ServerContext, principal: Principal) -> list[OwnedModel]:
         counts: dict[tuple[int, str], int] = {}
         for model_id, task_status, finalized, n in session.execute(
             select(Task.model_id, Task.status, Task.finalized_at.is_not(None), func.count())
-            .where(Task.model_id.in_(ids))
+            # edge tasks are measured, not scored: never a "disputed" or "done" evaluation
+            .where(Task.model_id.in_(ids), Task.purpose != TASK_EDGE)
             .group_by(Task.model_id, Task.status, Task.finalized_at.is_not(None))
         ):
             for key in (str(task_status), "final" if finalized else "open"):

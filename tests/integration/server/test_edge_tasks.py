@@ -476,11 +476,6 @@ def test_runners_of_protocol_1_2_get_sign_and_verify_edge_reports(
     assert checked.problems == [] and checked.edge_signatures_checked == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="services/models.py (and services/board.py's DISPUTED badge) count an edge task "
-    "closed DISPUTED (no runner reported) as a disputed task of the model",
-)
 def test_an_edge_task_nobody_ran_does_not_mark_its_model_disputed(server, clock):
     model = server.register(hub_ref(14))
     tick(server.ctx)
