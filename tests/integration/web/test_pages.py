@@ -538,6 +538,10 @@ def test_a_runner_page_shows_its_measurement_flags(client, seed):
     method = client.get("/methodology").text
     assert "more than 3× above or below its class" in method
     assert "flags do not affect scores, consensus or reputation" in method
+    # edge tasks are off in tests unless asked for; the page says so, and ranks on nothing
+    assert (
+        "schedules no edge tasks" in method and "<strong>never used for ranking</strong>" in method
+    )
     shown = client.get(f"/runners/{flagged}?format=json").json()  # the list is kept a while
     assert shown["runner"]["measurement_flags"] == 1 and len(shown["flagged"]) == 1
     assert shown["flagged"][0]["ratio"] == pytest.approx(10.0)
