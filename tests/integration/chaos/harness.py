@@ -68,6 +68,7 @@ SERVER_ENV = {
     "QB_QUOTA_EVALUATIONS": "0",
     "QB_REGISTRATIONS_PER_WEEK": "1000",
     "QB_CANARY_RATE": "0",
+    "QB_EDGE_EVERY_EPOCHS": "0",  # one scored task per model: no edge tasks
 }
 
 
