@@ -117,7 +117,8 @@ def test_the_claim_still_walks_the_claimable_index(world: World) -> None:
     world.tasks(owner, count=3)
     with world.db.write_connection() as conn:
         compiled = sql._take_first.compile(dialect=conn.dialect)
-        params = {name: 1 for name in compiled.params}
+        # raw parameters carry no SQL types: the edge flag must be a real boolean
+        params = {name: True if name == "edge_ok" else 1 for name in compiled.params}
         if world.db.dialect == "postgresql":
             conn.execute(_QUEUE_ORDER_PLAN)
             plan = "\n".join(row[0] for row in conn.exec_driver_sql(f"EXPLAIN {compiled}", params))
