@@ -111,6 +111,12 @@ RAISES: dict[str, tuple[type[errors.QuorumError], ...]] = {
         E.InvalidSubmissionError,  # a result that does not match its task, a bad signature
         E.ConflictError,  # another result of this runner for the task
     ),
+    "POST /v0/leases/{lease_id}/edge": (
+        *_LEASE,
+        E.UnsupportedProtocolError,
+        E.InvalidSubmissionError,  # a report whose figures do not follow, a scored lease
+        E.ConflictError,  # another report of this runner for the task
+    ),
     "GET /v0/leaderboard": (E.NotFoundError,),
     "GET /v0/tasks/{task_id}": (E.NotFoundError,),
     "GET /v0/epochs/{epoch_id}": (E.NotFoundError,),
@@ -218,6 +224,7 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
         "DELETE /v0/leases/{lease_id}": {**_LEASE_ID, "attempt": "$response.body#/attempt"},
         "POST /v0/leases/{lease_id}/failure": _LEASE_ID,
         "POST /v0/leases/{lease_id}/result": _LEASE_ID,
+        "POST /v0/leases/{lease_id}/edge": _LEASE_ID,
         "GET /v0/tasks/{task_id}": {"task_id": "$response.body#/task/id"},
     },
     ("POST /v0/runners/{runner}/keys", "201"): {
