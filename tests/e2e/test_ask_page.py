@@ -32,8 +32,10 @@ from .test_web import AxeFindings, browser, shot
 __all__ = ["browser"]  # the module's Chromium, shared with test_web
 KEY = "sk-e2e-ask-7a41c9d2e8"
 QUERY = "which model is best at science reasoning?"
-DEEPEN_MS = 60_000
-"""How long the deepen button's POST may take (it schedules tasks for 5,000 samples)."""
+DEEPEN_MS = 0
+"""How long the deepen button's POST may take: no limit of Playwright's (it schedules
+tasks for 5,000 samples a model, 7-10 s measured under coverage, longer on a busy
+machine); pytest's timeout is what stops a hang."""
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from .ports import free_port
 
 LLAMACPP_MODEL = "smol"
 """The name the server answers to (``--model_alias``): refs end in ``#smol``."""
@@ -74,13 +75,6 @@ def require_llamacpp() -> None:
         pytest.skip(reason)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _wait_until_up(server: LlamaCppServer, process: subprocess.Popen[bytes]) -> None:
     headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -116,7 +110,7 @@ def serve_llamacpp(
     :func:`~quorumbench.backends.openai_scoring.check_echo_alignment`); the model then
     reads a BOS token before each prompt. Its output goes to
     ``log_dir/llamacpp-<port>.log`` (a temporary folder by default)."""
-    port = _free_port()
+    port = free_port()
     folder = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
     log = folder / f"llamacpp-{port}.log"
     server = LlamaCppServer(f"http://127.0.0.1:{port}/v1", model, api_key, log)

@@ -7,6 +7,8 @@ An unreachable server skips the test, or fails it when ``QB_REQUIRE_ALL=1`` (CI)
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import secrets
 from collections.abc import Iterator
@@ -17,6 +19,8 @@ import psycopg
 import pytest
 from psycopg import sql as pgsql
 from sqlalchemy.engine import make_url
+
+from .templates import migrations_digest
 
 REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
 POSTGRES_URL = os.environ.get(
@@ -52,16 +56,78 @@ def execute(database: str, statement: pgsql.Composable | str) -> None:
         conn.execute(statement)
 
 
+TEMPLATE_LOCK = 0x51425445  # "QBTE": pg_advisory_lock's key while a template is made
+
+
+@functools.cache
+def template_database() -> str:
+    """The migrated template database of these migrations: made once (by whichever test
+    process gets the server's advisory lock first), then copied by
+    ``throwaway_database(migrated=True)``. Templates of other migrations are dropped."""
+    from quorumbench.db.engine import connect
+    from quorumbench.db.migrate import upgrade
+
+    name = f"qb_template_{migrations_digest()}"
+    with admin() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (TEMPLATE_LOCK,))
+        try:
+            names = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT datname FROM pg_database WHERE datname LIKE 'qb\\_template\\_%'"
+                )
+            ]
+            for stale in names:
+                if stale != name:  # another checkout's migrations; busy ones stay
+                    with contextlib.suppress(psycopg.errors.ObjectInUse):
+                        conn.execute(
+                            pgsql.SQL("DROP DATABASE IF EXISTS {}").format(pgsql.Identifier(stale))
+                        )
+            if name not in names:
+                staging = f"qb_staging_{secrets.token_hex(4)}"
+                conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(staging)))
+                try:
+                    db = connect(url_for(staging))
+                    try:
+                        upgrade(db)
+                    finally:
+                        db.dispose()
+                    conn.execute(
+                        pgsql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                            pgsql.Identifier(staging), pgsql.Identifier(name)
+                        )
+                    )
+                except BaseException:
+                    conn.execute(
+                        pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                            pgsql.Identifier(staging)
+                        )
+                    )
+                    raise
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (TEMPLATE_LOCK,))
+    return name
+
+
 @contextmanager
-def throwaway_database(prefix: str) -> Iterator[str]:
-    """A new empty database named ``<prefix>_<random>``, dropped on exit; yields its name."""
+def throwaway_database(prefix: str, *, migrated: bool = False) -> Iterator[str]:
+    """A new database named ``<prefix>_<random>``, dropped on exit; yields its name.
+
+    Empty, or with ``migrated`` a copy of the migrated template (the newest schema,
+    no rows but what the migrations insert)."""
     try:
         admin().close()
     except psycopg.OperationalError as exc:
         unavailable(f"PostgreSQL is unreachable at {make_url(POSTGRES_URL)!r}: {exc}")
     name = f"{prefix}_{secrets.token_hex(4)}"
+    create = pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name))
+    if migrated:
+        template = template_database()
+        create = pgsql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            pgsql.Identifier(name), pgsql.Identifier(template)
+        )
     with admin() as conn:
-        conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)))
+        conn.execute(create)
     try:
         yield name
     finally:
@@ -71,19 +137,28 @@ def throwaway_database(prefix: str) -> Iterator[str]:
             )
 
 
+@functools.cache
+def _head() -> str:
+    from quorumbench.db.migrate import head_revision
+
+    return head_revision()
+
+
 def emptied(database: str) -> str:
     """The URL of ``database``, migrated to the newest schema and with every table empty.
 
     For tests parametrized over SQLite and one module-wide PostgreSQL database.
     """
     from quorumbench.db.engine import connect
-    from quorumbench.db.migrate import upgrade
+    from quorumbench.db.migrate import current_revision, upgrade
     from quorumbench.db.models import Base
 
     url = url_for(database)
     db = connect(url)
     try:
-        upgrade(db)  # also after a test that stopped between a downgrade and an upgrade
+        # also after a test that stopped between a downgrade and an upgrade
+        if current_revision(db) != _head():
+            upgrade(db)
     finally:
         db.dispose()
     tables = pgsql.SQL(", ").join(

@@ -34,7 +34,7 @@ RULE = "ArithmeticDecrease"
 
 @pytest.fixture(scope="module")
 def pools_pg():
-    with throwaway_database("qb_pools_web") as name:
+    with throwaway_database("qb_pools_web", migrated=True) as name:
         yield name
 
 

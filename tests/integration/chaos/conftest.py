@@ -1,4 +1,5 @@
-"""Fixtures of the chaos tests: a fresh PostgreSQL database per test.
+"""Fixtures of the chaos tests: a fresh PostgreSQL database per test (a copy of the
+migrated template).
 
 ``QB_TEST_POSTGRES_URL`` (any database on the server; it is used to create and drop
 the test's own database) defaults to the local server. An unreachable server skips
@@ -16,6 +17,6 @@ from ..pg import throwaway_database, url_for
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    """A new, empty database of this test (the server migrates it), dropped afterwards."""
-    with throwaway_database("qb_chaos") as name:
+    """A new database of this test at the newest schema, dropped afterwards."""
+    with throwaway_database("qb_chaos", migrated=True) as name:
         yield url_for(name)

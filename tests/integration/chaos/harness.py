@@ -13,7 +13,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -51,6 +50,8 @@ from quorumbench.services.models import register_model
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 
+from ..ports import free_port
+
 RUNNER_SCRIPT = Path(__file__).with_name("chaos_runner.py")
 QUORUM = 3
 SAMPLES_PER_TASK = 2
@@ -70,29 +71,6 @@ SERVER_ENV = {
     "QB_CANARY_RATE": "0",
     "QB_EDGE_EVERY_EPOCHS": "0",  # one scored task per model: no edge tasks
 }
-
-
-def free_port() -> int:
-    """A free port *below* the ephemeral range.
-
-    The server's port is reused after each restart. While the server is down, runners
-    keep connecting to it; a port inside the ephemeral range could be handed to one of
-    those connections as its source port (a TCP self-connect) and block the restart.
-    """
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    rng = random.SystemRandom()
-    for _ in range(200):
-        port = rng.randrange(10_000, max(low, 10_001))
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port below the ephemeral range")
 
 
 def settings_for(data_dir: Path, database_url: str | None) -> ServerSettings:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -18,13 +17,9 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
+from ..ports import free_port
+
 pytestmark = [pytest.mark.model, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _cli(*args: str) -> list[str]:
@@ -101,7 +96,7 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         assert "qb_" not in log, "a token leaked into a runner log"
 
     # --data-dir keeps the database for a later `quorumbench serve --data-dir`.
-    port = _free_port()
+    port = free_port()
     served = out[out.index("QB_BENCHMARKS='") + len("QB_BENCHMARKS='") :].split("'")[0]
     server = subprocess.Popen(
         _cli("serve", "--data-dir", str(data_dir), "--port", str(port)),

@@ -91,7 +91,7 @@ def hub(local_hub, hub_dir, tmp_path, monkeypatch) -> LocalHub:  # noqa: F811
 
 @pytest.fixture(scope="module")
 def pg_database() -> Iterator[str]:
-    with throwaway_database("qb_submission_files") as name:
+    with throwaway_database("qb_submission_files", migrated=True) as name:
         yield name
 
 

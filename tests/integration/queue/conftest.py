@@ -1,7 +1,8 @@
 """Fixtures of the queue contract suite: one ServerContext per queue backend.
 
-``world`` is parametrized over ``sqlite`` (a temporary file), ``postgres`` (a database
-of this test session, migrated once and emptied before each test) and
+``world`` is parametrized over ``sqlite`` (a copy of the migrated template file),
+``postgres`` (a database of this test session, a copy of the migrated template, emptied
+before each test) and
 ``postgres+redis`` (the same, plus RedisStreamTaskQueue on a stream of its own). The
 services default to the local ones; ``QB_TEST_POSTGRES_URL`` (any database on the
 server: it is used to create and drop the test database) and ``QB_TEST_REDIS_URL``
@@ -29,7 +30,6 @@ from sqlalchemy import func, select
 
 from quorumbench.core.canonical import predictions_digest
 from quorumbench.db.engine import Database, connect
-from quorumbench.db.migrate import upgrade
 from quorumbench.db.models import (
     Account,
     Base,
@@ -50,6 +50,7 @@ from quorumbench.services.results import ResultPayload, SubmitOutcome, submit_re
 from quorumbench.settings import QueueSettings, ServerSettings
 
 from ..pg import throwaway_database, unavailable, url_for
+from ..templates import copy_sqlite
 
 REDIS_URL = os.environ.get("QB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 LEASE_SECONDS = 30
@@ -68,12 +69,7 @@ BACKENDS = [
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:
     """A migrated database of this test session, dropped at its end."""
-    with throwaway_database("qb_queue") as name:
-        db = connect(url_for(name))
-        try:
-            upgrade(db)
-        finally:
-            db.dispose()
+    with throwaway_database("qb_queue", migrated=True) as name:
         yield name
 
 
@@ -291,9 +287,8 @@ def build_world(
 ) -> Iterator[World]:
     clock = FakeClock()
     if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'quorumbench.db'}"
+        url = copy_sqlite(request.getfixturevalue("sqlite_template"), tmp_path / "quorumbench.db")
         db = connect(url)
-        upgrade(db)
     else:
         url = request.getfixturevalue("pg_url")
         db = connect(url)

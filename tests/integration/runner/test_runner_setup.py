@@ -36,6 +36,7 @@ from quorumbench.runner.loop import TaskEvaluator, build_runner
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.settings import RunnerSettings, ServerSettings
 
+from ..ports import free_port
 from ..server.conftest import fake_metadata, hub_ref
 
 RUNNER = ("task:pull", "task:submit")
@@ -364,14 +365,6 @@ def test_missing_data_is_released_and_qb_datasets_dir_is_read(
 
 
 # --- the server URL --------------------------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize("command", ["init", "start"])

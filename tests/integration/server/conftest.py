@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from quorumbench.db.engine import sqlite_path
 from quorumbench.evaluation.refs import parse_ref
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.services.context import ServerContext
@@ -17,6 +19,7 @@ from quorumbench.settings import ServerSettings
 
 from ..pg import emptied, throwaway_database
 from ..sums import write_sums_spec
+from ..templates import copy_sqlite
 
 
 class FakeClock:
@@ -28,6 +31,19 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+class SteadyClock:
+    """Real seconds, counted from a fixed instant five seconds into an hour: for a server
+    that real runners talk to (their leases and heartbeats run on real time) in a test
+    that must not see the hour turn (a new epoch's tasks) wherever it happens to run."""
+
+    def __init__(self, start: datetime = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)) -> None:
+        self.start = start
+        self.began = time.monotonic()
+
+    def __call__(self) -> datetime:
+        return self.start + timedelta(seconds=time.monotonic() - self.began)
 
 
 @pytest.fixture
@@ -62,11 +78,16 @@ def _settings(url: str, tmp_path, **overrides) -> ServerSettings:
 
 
 @pytest.fixture
-def make_ctx(tmp_path, clock):
+def make_ctx(tmp_path, clock, sqlite_template):
+    """Contexts on ``url`` (default: a SQLite file in ``tmp_path``). A SQLite file that
+    does not exist yet starts as a copy of the migrated template."""
     made: list[ServerContext] = []
 
     def make(url: str | None = None, datasets_dir=None, **overrides) -> ServerContext:
         url = url or f"sqlite:///{tmp_path / 'qb.db'}"
+        path = sqlite_path(url)
+        if path is not None and not path.exists():
+            copy_sqlite(sqlite_template, path)
         ctx = build_context(_settings(url, tmp_path, **overrides), datasets_dir=datasets_dir)
         ctx.clock = clock
         made.append(ctx)
@@ -80,7 +101,7 @@ def make_ctx(tmp_path, clock):
 @pytest.fixture(scope="module")
 def pg_database() -> Iterator[str]:
     """One throwaway PostgreSQL database per test module (emptied for each test)."""
-    with throwaway_database("qb_server") as name:
+    with throwaway_database("qb_server", migrated=True) as name:
         yield name
 
 

@@ -28,7 +28,7 @@ def seed(request, tmp_path_factory):
         yield made
         made.ctx.close()
         return
-    with throwaway_database("qb_web") as name:
+    with throwaway_database("qb_web", migrated=True) as name:
         made = Seed(tmp, emptied(name))
         made.fill()
         yield made
@@ -45,7 +45,7 @@ def client(seed):
 @pytest.fixture(scope="module")
 def site_pg():
     """One throwaway PostgreSQL database per module for the sign-in tests."""
-    with throwaway_database("qb_site") as name:
+    with throwaway_database("qb_site", migrated=True) as name:
         yield name
 
 

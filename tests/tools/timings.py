@@ -1,0 +1,175 @@
+"""Where the suite's time goes: a pytest plugin that records it, and a report of it.
+
+Record (any pytest run, serial or under xdist; each worker writes its own file)::
+
+    QB_TEST_TIMINGS=/tmp/timings python -m pytest -p tests.tools.timings ...
+
+Report (by file, by fixture, slowest tests)::
+
+    python tests/tools/timings.py /tmp/timings
+
+A test's time is its three phases (setup, call, teardown) as pytest reports them; a
+fixture's time is the wall time of its setup (``pytest_fixture_setup``) and of its
+teardown (its finalizers), once per instance (a session fixture once per worker). It
+excludes the fixtures it requests: pytest sets those up before it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_OUT: Any = None
+
+
+def _out() -> Any:
+    global _OUT
+    if _OUT is None:
+        folder = Path(os.environ.get("QB_TEST_TIMINGS", "test-timings"))
+        folder.mkdir(parents=True, exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        _OUT = (folder / f"{worker}-{os.getpid()}.jsonl").open("a", buffering=1)
+    return _OUT
+
+
+def _write(**row: Any) -> None:
+    _out().write(json.dumps(row) + "\n")
+
+
+_TEARDOWN_STARTED: dict[int, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: Any) -> Generator[None, None, None]:
+    start = time.perf_counter()
+    yield
+    _write(
+        kind="fixture",
+        phase="setup",
+        name=fixturedef.argname,
+        scope=fixturedef.scope,
+        seconds=time.perf_counter() - start,
+    )
+    # Finalizers run last-added first: this one runs before the fixture's own teardown,
+    # and pytest_fixture_post_finalizer (registered before the setup) after it.
+    fixturedef.addfinalizer(
+        lambda: _TEARDOWN_STARTED.__setitem__(id(fixturedef), time.perf_counter())
+    )
+
+
+def pytest_fixture_post_finalizer(fixturedef: Any, request: Any) -> None:
+    began = _TEARDOWN_STARTED.pop(id(fixturedef), None)
+    if began is not None:
+        _write(
+            kind="fixture",
+            phase="teardown",
+            name=fixturedef.argname,
+            scope=fixturedef.scope,
+            seconds=time.perf_counter() - began,
+        )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _write(kind="test", phase=report.when, name=report.nodeid, seconds=report.duration)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _OUT is not None:
+        _write(kind="session", phase="end", name="", seconds=time.time())
+
+
+def emit(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _rows(folder: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for path in sorted(folder.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+
+
+def _test_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:
+    tests: dict[str, float] = defaultdict(float)
+    for row in rows:
+        if row["kind"] == "test":
+            tests[row["name"]] += row["seconds"]
+    return tests
+
+
+def slowest(folder: Path, top: int) -> None:
+    """The ``top`` slowest tests (setup, call and teardown), one line each."""
+    tests = _test_seconds(_rows(folder))
+    emit(f"\n{top} slowest tests of {len(tests)} (setup + call + teardown):")
+    for name, secs in sorted(tests.items(), key=lambda kv: -kv[1])[:top]:
+        emit(f"{secs:8.1f} s  {name}")
+
+
+def report(folder: Path, top: int = 40) -> None:
+    """Markdown tables: by file, by directory, by fixture, the slowest tests."""
+    rows = _rows(folder)
+    by_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+    fixtures: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    for row in rows:
+        if row["kind"] == "test":
+            file = row["name"].split("::")[0]
+            slot = {"setup": 0, "call": 1, "teardown": 2}[row["phase"]]
+            by_file[file][slot] += row["seconds"]
+            if row["phase"] == "setup":
+                by_file[file][3] += 1
+        elif row["kind"] == "fixture":
+            key = (row["name"], row["scope"])
+            fixtures[key][0 if row["phase"] == "setup" else 1] += row["seconds"]
+            if row["phase"] == "setup":
+                fixtures[key][2] += 1
+    tests = _test_seconds(rows)
+    total = sum(sum(v[:3]) for v in by_file.values())
+    emit(f"{len(tests)} tests; {total:,.0f} s of test time (setup + call + teardown, summed)")
+    emit(f"\n## by file (top {top})\n")
+    emit("| file | tests | setup s | call s | teardown s | total s | share |")
+    emit("|---|---:|---:|---:|---:|---:|---:|")
+    ranked = sorted(by_file.items(), key=lambda kv: -sum(kv[1][:3]))
+    for file, (s, c, t, n) in ranked[:top]:
+        share = 100 * (s + c + t) / total
+        cells = [file, str(int(n)), *(f"{x:,.1f}" for x in (s, c, t, s + c + t)), f"{share:.1f}%"]
+        emit("| " + " | ".join(cells) + " |")
+    emit("\n## by directory\n")
+    dirs: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for file, (s, c, t, n) in by_file.items():
+        parts = file.split("/")
+        key = "/".join(parts[:3]) if len(parts) > 3 else "/".join(parts[:2])
+        dirs[key][0] += s + c + t
+        dirs[key][1] += n
+    emit("| directory | tests | total s |")
+    emit("|---|---:|---:|")
+    for key, (secs, n) in sorted(dirs.items(), key=lambda kv: -kv[1][0]):
+        emit(f"| {key} | {int(n)} | {secs:,.0f} |")
+    emit(f"\n## by fixture (top {top}; every instance's setup and teardown)\n")
+    emit("| fixture | scope | instances | setup s | teardown s | mean s |")
+    emit("|---|---|---:|---:|---:|---:|")
+    by_cost = sorted(fixtures.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
+    for (name, scope), (s, t, n) in by_cost[:top]:
+        emit(f"| {name} | {scope} | {int(n)} | {s:,.1f} | {t:,.1f} | {(s + t) / max(n, 1):.2f} |")
+    emit(f"\n## slowest tests (top {top})\n")
+    emit("| test | s |")
+    emit("|---|---:|")
+    for name, secs in sorted(tests.items(), key=lambda kv: -kv[1])[:top]:
+        emit(f"| {name} | {secs:,.1f} |")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] == ["--slowest"]:
+        slowest(Path(args[2]), int(args[1]))
+    else:
+        report(Path(args[0]), int(args[1]) if len(args) > 1 else 40)
