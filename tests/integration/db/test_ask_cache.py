@@ -10,7 +10,8 @@ are the ones the finalizing transaction writes.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -26,13 +27,17 @@ from quorumbench.services.ask_cache import answer
 from quorumbench.services.label_cache import backfill
 
 from ..server.conftest import (  # noqa: F401  (fixtures)
+    FakeClock,
     clock,
+    context_on,
     db_url,
     make_ctx,
     pg_database,
+    shared_db_url,
     sums_spec,
 )
 from ..server.test_leaderboard_aggregate import Scene
+from ..sums import write_sums_spec
 
 BENCHES = ["gen-reasoning", "gen-safety", "arith"]
 
@@ -40,6 +45,29 @@ BENCHES = ["gen-reasoning", "gen-safety", "arith"]
 @pytest.fixture
 def scene(make_ctx, clock, db_url, sums_spec) -> Scene:  # noqa: F811
     return Scene(make_ctx(db_url, benchmarks=[*BENCHES, sums_spec]), clock)
+
+
+@dataclass
+class Filled:
+    """A scene after :func:`fill`, shared by the tests that only read it."""
+
+    scene: Scene
+    models: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def filled(shared_db_url, tmp_path_factory, sqlite_template) -> Iterator[Filled]:  # noqa: F811
+    folder = tmp_path_factory.mktemp("ask-cache")
+    shared_clock = FakeClock()
+    spec = write_sums_spec(folder)
+    ctx = context_on(
+        shared_db_url, folder, shared_clock, sqlite_template, benchmarks=[*BENCHES, spec]
+    )
+    try:
+        scene = Scene(ctx, shared_clock)
+        yield Filled(scene, fill(scene))
+    finally:
+        ctx.close()
 
 
 def ids_of(scene: Scene, bench: str, start: int, n: int) -> list[str]:
@@ -167,13 +195,12 @@ def check(scene: Scene, plan: Plan) -> None:
 
 
 @pytest.mark.parametrize("plan", PLANS, ids=[str(i) for i in range(len(PLANS))])
-def test_answers_equal_a_brute_force_recomputation(scene, plan):
-    fill(scene)
-    check(scene, parse_plan(plan))
+def test_answers_equal_a_brute_force_recomputation(filled, plan):
+    check(filled.scene, parse_plan(plan))
 
 
-def test_what_each_plan_selects(scene):
-    models = fill(scene)
+def test_what_each_plan_selects(filled):
+    scene, models = filled.scene, filled.models
     with scene.ctx.db.read() as session:
         every = answer(scene.ctx, session, parse_plan({}))
         named = answer(scene.ctx, session, parse_plan(PLANS[8]))
@@ -189,8 +216,8 @@ def test_what_each_plan_selects(scene):
     assert models["old"] not in {r.model_id for r in every.rows}
 
 
-def test_a_named_model_without_samples_is_listed_as_unmeasured(scene):
-    models = fill(scene)
+def test_a_named_model_without_samples_is_listed_as_unmeasured(filled):
+    scene, models = filled.scene, filled.models
     plan = parse_plan(
         {
             "labels": {"format": ["code"]},

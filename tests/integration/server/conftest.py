@@ -17,7 +17,7 @@ from quorumbench.services.model_metadata import ModelMetadata
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 
-from ..pg import emptied, throwaway_database
+from ..pg import emptied, throwaway_database, url_for
 from ..sums import write_sums_spec
 from ..templates import copy_sqlite
 
@@ -77,19 +77,26 @@ def _settings(url: str, tmp_path, **overrides) -> ServerSettings:
     return ServerSettings(**base)
 
 
+def context_on(url: str, folder, clock, template, datasets_dir=None, **overrides) -> ServerContext:
+    """A server's context on ``url`` (its data directory ``folder``, its clock ``clock``).
+    A SQLite file that does not exist yet starts as a copy of the migrated ``template``."""
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        copy_sqlite(template, path)
+    ctx = build_context(_settings(url, folder, **overrides), datasets_dir=datasets_dir)
+    ctx.clock = clock
+    return ctx
+
+
 @pytest.fixture
 def make_ctx(tmp_path, clock, sqlite_template):
-    """Contexts on ``url`` (default: a SQLite file in ``tmp_path``). A SQLite file that
-    does not exist yet starts as a copy of the migrated template."""
+    """Contexts on ``url`` (default: a SQLite file in ``tmp_path``), as
+    :func:`context_on` makes them; closed after the test."""
     made: list[ServerContext] = []
 
     def make(url: str | None = None, datasets_dir=None, **overrides) -> ServerContext:
         url = url or f"sqlite:///{tmp_path / 'qb.db'}"
-        path = sqlite_path(url)
-        if path is not None and not path.exists():
-            copy_sqlite(sqlite_template, path)
-        ctx = build_context(_settings(url, tmp_path, **overrides), datasets_dir=datasets_dir)
-        ctx.clock = clock
+        ctx = context_on(url, tmp_path, clock, sqlite_template, datasets_dir, **overrides)
         made.append(ctx)
         return ctx
 
@@ -116,6 +123,23 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'server.db'}"
     return emptied(request.getfixturevalue("pg_database"))
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ],
+)
+def shared_db_url(request: pytest.FixtureRequest, tmp_path_factory, sqlite_template):
+    """A migrated database for a scene that a module's tests share and only read (made
+    once per module and backend, then dropped): SQLite, then PostgreSQL."""
+    if request.param == "sqlite":
+        yield copy_sqlite(sqlite_template, tmp_path_factory.mktemp("shared") / "server.db")
+        return
+    with throwaway_database("qb_shared", migrated=True) as name:
+        yield url_for(name)
 
 
 @pytest.fixture
