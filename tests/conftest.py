@@ -24,6 +24,16 @@ REQUIRE_ALL = os.environ.get("QB_REQUIRE_ALL") == "1"
 os.environ.setdefault("QB_EDGE_EVERY_EPOCHS", "0")
 
 
+# Under pytest-xdist the workers share the cores: each worker's torch (and the runner
+# processes it starts) gets its share of them. OpenMP's threads spin while they wait, so
+# two workers with a thread per core each ran the real-model tests up to 4.7 times
+# slower than alone (docs/testing.md).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    _share = str(max(1, (os.cpu_count() or 1) // _workers))
+    os.environ.setdefault("OMP_NUM_THREADS", _share)
+    os.environ.setdefault("MKL_NUM_THREADS", _share)
+
 # Hypothesis profiles. No deadline in any: a property test is about values, and a busy
 # machine (the suite runs in parallel) makes a 200 ms deadline a coin toss. `fast` (for
 # `make test-fast`) tries fewer examples; `make test` runs the default numbers.
@@ -36,6 +46,25 @@ def _unavailable(reason: str) -> None:
     if REQUIRE_ALL:
         pytest.fail(f"QB_REQUIRE_ALL=1 but {reason}")
     pytest.skip(reason)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """pytest-xdist, in the controller: hand each worker the ``COLUMNS`` it was given."""
+    node.workerinput["qb_columns"] = os.environ.get("COLUMNS")  # type: ignore[attr-defined]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A worker inherits the controller's C environment, where readline (imported by
+    # pytest's debugger support) exported COLUMNS=80 without os.environ seeing it. Rich
+    # fixes a console's width from COLUMNS when the console is made, so the CLI's
+    # consoles would cut table cells at 80 columns in a worker and not in a serial run.
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "qb_columns" in workerinput:
+        if workerinput["qb_columns"] is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = workerinput["qb_columns"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -129,7 +129,8 @@ def serve_llamacpp(
         "--n_ctx",
         str(n_ctx),
         "--n_threads",
-        str(threads or min(4, os.cpu_count() or 1)),
+        # the worker's share of the cores under pytest-xdist (tests/conftest.py)
+        str(threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or min(4, os.cpu_count() or 1)),
         "--logits_all",
         "true",  # echoed prompt log-probabilities need every position's logits
     ]

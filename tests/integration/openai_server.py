@@ -427,7 +427,12 @@ def serve(model: LoadedModel, **options: Any) -> Iterator[RunningServer]:
     """Serve ``model`` on 127.0.0.1 (a free port) until the block ends."""
     settings = ServerOptions(**options)
     server = _Server(_App(model, settings))
-    thread = threading.Thread(target=server.serve_forever, name="openai-test-server", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name="openai-test-server",
+        daemon=True,
+    )
     thread.start()
     try:
         port = server.server_address[1]

@@ -8,7 +8,8 @@ Report (by file, by fixture, slowest tests)::
 
     python tests/tools/timings.py /tmp/timings
 
-A test's time is its three phases (setup, call, teardown) as pytest reports them; a
+A test's time is its three phases (setup, call, teardown) as pytest reports them, and
+its CPU time (this process's and its ended children's, setup to teardown); a
 fixture's time is the wall time of its setup (``pytest_fixture_setup``) and of its
 teardown (its finalizers), once per instance (a session fixture once per worker). It
 excludes the fixtures it requests: pytest sets those up before it.
@@ -77,13 +78,45 @@ def pytest_fixture_post_finalizer(fixturedef: Any, request: Any) -> None:
         )
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    began = _cpu()
+    yield
+    _write(kind="cpu", phase="all", name=item.nodeid, seconds=_cpu() - began)
+
+
+_CONTROLLER = False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's controller hears every worker's reports too: the workers write them
+    global _CONTROLLER
+    _CONTROLLER = config.pluginmanager.has_plugin("dsession")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _write(kind="test", phase=report.when, name=report.nodeid, seconds=report.duration)
+    if _CONTROLLER:
+        return
+    _write(
+        kind="test",
+        phase=report.when,
+        name=report.nodeid,
+        seconds=report.duration,
+        outcome=report.outcome,
+    )
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _OUT
     if _OUT is not None:
-        _write(kind="session", phase="end", name="", seconds=time.time())
+        _OUT.close()
+        _OUT = None
 
 
 def emit(line: str) -> None:
@@ -120,8 +153,11 @@ def report(folder: Path, top: int = 40) -> None:
     rows = _rows(folder)
     by_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
     fixtures: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    cpu: dict[str, float] = defaultdict(float)
     for row in rows:
-        if row["kind"] == "test":
+        if row["kind"] == "cpu":
+            cpu[row["name"].split("::")[0]] += row["seconds"]
+        elif row["kind"] == "test":
             file = row["name"].split("::")[0]
             slot = {"setup": 0, "call": 1, "teardown": 2}[row["phase"]]
             by_file[file][slot] += row["seconds"]
@@ -135,13 +171,16 @@ def report(folder: Path, top: int = 40) -> None:
     tests = _test_seconds(rows)
     total = sum(sum(v[:3]) for v in by_file.values())
     emit(f"{len(tests)} tests; {total:,.0f} s of test time (setup + call + teardown, summed)")
+    if cpu:
+        emit(f"{sum(cpu.values()):,.0f} s of CPU (the tests' processes and their ended children)")
     emit(f"\n## by file (top {top})\n")
-    emit("| file | tests | setup s | call s | teardown s | total s | share |")
-    emit("|---|---:|---:|---:|---:|---:|---:|")
+    emit("| file | tests | setup s | call s | teardown s | total s | share | CPU s |")
+    emit("|---|---:|---:|---:|---:|---:|---:|---:|")
     ranked = sorted(by_file.items(), key=lambda kv: -sum(kv[1][:3]))
     for file, (s, c, t, n) in ranked[:top]:
         share = 100 * (s + c + t) / total
         cells = [file, str(int(n)), *(f"{x:,.1f}" for x in (s, c, t, s + c + t)), f"{share:.1f}%"]
+        cells.append(f"{cpu[file]:,.1f}" if file in cpu else "")
         emit("| " + " | ".join(cells) + " |")
     emit("\n## by directory\n")
     dirs: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,8 +41,13 @@ class TtlMemo:
     """Thread-safe TTL memo: under the identity cache, and the ranked leaderboards the
     web pages filter (``services/board.py``)."""
 
-    def __init__(self, ttl_s: float = IDENTITY_TTL_S, maxsize: int = 100_000) -> None:
-        self._entries: TTLCache[Hashable, Any] = TTLCache(maxsize=maxsize, ttl=ttl_s)
+    def __init__(
+        self,
+        ttl_s: float = IDENTITY_TTL_S,
+        maxsize: int = 100_000,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._entries: TTLCache[Hashable, Any] = TTLCache(maxsize=maxsize, ttl=ttl_s, timer=timer)
         self._lock = threading.Lock()
         self._making = threading.Lock()
 
@@ -86,8 +92,10 @@ class IdentityCache:
     """Who is calling, remembered :data:`IDENTITY_TTL_S` seconds (saves a read or two
     per request). Only :func:`forget_identities` empties it."""
 
-    def __init__(self, ttl_s: float = IDENTITY_TTL_S) -> None:
-        self._memo = TtlMemo(ttl_s)
+    def __init__(
+        self, ttl_s: float = IDENTITY_TTL_S, timer: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._memo = TtlMemo(ttl_s, timer=timer)
 
     def get(self, key: IdentityKey[V]) -> V | None:
         return cast("V | None", self._memo.get(key))

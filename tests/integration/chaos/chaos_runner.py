@@ -270,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=watchdog, name="chaos-watchdog", daemon=True).start()
     try:
         with runner, stop_on_signals(stop):
+            # From here a SIGTERM is a clean stop; before it (imports, the key's
+            # registration) it kills the process, so the test stops only ready runners.
+            journal.write({"kind": "ready"})
             submitted = runner.run_forever(stop)
     finally:
         stop.set()

@@ -261,6 +261,13 @@ class RunnerProcess:
     log: IO[bytes]
     killed: bool = False
 
+    def ready(self) -> bool:
+        """The process is in its loop, where a SIGTERM stops it cleanly."""
+        try:
+            return '"kind": "ready"' in self.journal.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return False
+
 
 @dataclass
 class Fleet:
@@ -329,8 +336,17 @@ class Fleet:
         return [r for r in self.live.values() if r.proc.poll() is not None]
 
     def stop(self) -> None:
-        """SIGTERM every live process (they release their lease) and reap it."""
+        """SIGTERM every live process (they release their lease) and reap it.
+
+        A replacement that is still starting (importing, registering its key) has not
+        installed its SIGTERM handler yet and would die of the signal: each process is
+        given time to report ``ready`` (or to exit) first.
+        """
+        deadline = time.monotonic() + 60
         for runner in self.live.values():
+            while runner.proc.poll() is None and not runner.ready():
+                assert time.monotonic() < deadline, f"{runner.slot} never got ready"
+                time.sleep(0.05)
             if runner.proc.poll() is None:
                 runner.proc.terminate()
         for runner in list(self.live.values()):

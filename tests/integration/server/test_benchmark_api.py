@@ -73,7 +73,9 @@ def files() -> Iterator[str]:
     unless the server allows private URLs)."""
     _Files.files = {"/data.jsonl": DATA, "/big.jsonl": DATA * 50}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

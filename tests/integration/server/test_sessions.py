@@ -62,7 +62,9 @@ def issuer():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), JWKS)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     yield key, f"http://127.0.0.1:{server.server_address[1]}/jwks"
     server.shutdown()
     server.server_close()

@@ -464,11 +464,19 @@ def test_lineage_across_revisions(tmp_path):
 
 
 def test_the_ranking_is_reused_for_web_cache_s_seconds(tmp_path):
-    import time
+    from quorumbench.services.context import TtlMemo
 
+    class Timer:  # the memo's clock, moved by hand (a busy machine takes its own time)
+        now = 1000.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    timer = Timer()
     made = Seed(tmp_path)
     try:
-        made.ctx.settings = made.ctx.settings.model_copy(update={"web_cache_s": 0.5})
+        made.ctx.settings = made.ctx.settings.model_copy(update={"web_cache_s": 30})
+        made.ctx.boards = TtlMemo(30, maxsize=64, timer=timer)  # as board.kept makes it
         app = create_app(made.ctx.settings, context=made.ctx, run_scheduler=False)
         with TestClient(app) as client:
             assert made.task("beta-7b", "arith", 1, [[1.0] * 4] * 3) == "DONE"
@@ -477,7 +485,9 @@ def test_the_ranking_is_reused_for_web_cache_s_seconds(tmp_path):
             assert names(client, "benchmark=arith") == ["beta-7b"]  # the cached ranking
             gamma = client.get(f"/models/{made.ids['gamma-135m']}?format=json").json()
             assert gamma["scores"]["arith"]["score"] == 1.0  # a model page reads live
-            time.sleep(0.6)
+            timer.now += 29.9
+            assert names(client, "benchmark=arith") == ["beta-7b"]  # still kept
+            timer.now += 0.2
             assert names(client, "benchmark=arith") == ["beta-7b", "gamma-135m"]
             made.ctx.settings = made.ctx.settings.model_copy(update={"web_cache_s": 0})  # no memo
             assert made.task("delta-360m", "arith", 1, [[1.0] * 4] * 3) == "DONE"

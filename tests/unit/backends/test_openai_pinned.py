@@ -52,7 +52,9 @@ def server() -> Iterator[tuple[int, list[dict[str, str]]]]:
             return None
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield httpd.server_address[1], seen

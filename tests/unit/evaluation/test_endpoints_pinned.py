@@ -69,7 +69,9 @@ def _serve(context: ssl.SSLContext | None = None) -> Iterator[Server]:
     if context is not None:
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
     server.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield server

@@ -189,13 +189,18 @@ def test_nvml_index_follows_cuda_visible_devices(monkeypatch):
 def test_the_rss_sampler_keeps_the_high_water_mark(tmp_path):
     readings = iter([100, 300, 900, 200])
     lock = threading.Lock()
+    read_all = threading.Event()
 
     def rss():
         with lock:
-            return next(readings, 150)
+            value = next(readings, None)
+            if value is None:
+                read_all.set()
+                return 150
+            return value
 
     with Measurer(rapl_root=tmp_path, rss=rss, interval_s=0.005) as measurer:
-        time.sleep(0.1)
+        assert read_all.wait(30)  # however busy the machine, the sampler got to each
     assert measurer.peak_rss == 900
 
 

@@ -214,7 +214,9 @@ def test_heartbeat_409_abandons_the_work_without_submitting(arith):
 
     def slow_answer(prompt):
         client.heartbeat_called.wait(5)
-        time.sleep(0.2)  # let the heartbeat thread record the loss
+        for thread in threading.enumerate():  # it records the loss, then ends
+            if thread.name.startswith("quorumbench-heartbeat-"):
+                thread.join(5)
         return "#### 4"
 
     runner = make_runner(client, lambda ref, options: MockBackend(slow_answer))

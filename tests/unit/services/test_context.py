@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -19,12 +18,22 @@ from quorumbench.services.sessions import KnownSession, SessionId
 def test_get_or_make_makes_once_for_concurrent_misses():
     memo = TtlMemo(ttl_s=60, maxsize=8)
     calls = []
-    started = threading.Event()
+    started, proceed = threading.Event(), threading.Event()
+    misses = threading.Semaphore(0)
+    lookup = memo.get
+
+    def counted(key):
+        found = lookup(key)
+        if found is None:
+            misses.release()
+        return found
+
+    memo.get = counted  # type: ignore[method-assign]
 
     def make():
         calls.append(1)
         started.set()
-        time.sleep(0.2)  # the other threads miss meanwhile
+        proceed.wait(5)  # until the other threads have missed
         return "ranked"
 
     got = []
@@ -36,17 +45,33 @@ def test_get_or_make_makes_once_for_concurrent_misses():
     started.wait(5)
     for thread in threads[1:]:
         thread.start()
+    # the maker misses twice (before and under the maker's lock), each other thread once
+    for _ in range(2 + len(threads[1:])):
+        assert misses.acquire(timeout=5)
+    proceed.set()
     for thread in threads:
         thread.join(5)
     assert got == ["ranked"] * 4 and len(calls) == 1
 
 
+class Timer:
+    """The memo's clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_get_or_make_makes_again_after_the_ttl():
-    memo = TtlMemo(ttl_s=0.05, maxsize=8)
+    timer = Timer()
+    memo = TtlMemo(ttl_s=60, maxsize=8, timer=timer)
     values = iter(["first", "second"])
     assert memo.get_or_make("k", lambda: next(values)) == "first"
+    timer.now += 59.9
     assert memo.get_or_make("k", lambda: next(values)) == "first"
-    time.sleep(0.08)
+    timer.now += 0.2
     assert memo.get_or_make("k", lambda: next(values)) == "second"
 
 
@@ -81,10 +106,12 @@ def test_identity_keys_of_different_kinds_never_meet():
 
 
 def test_identities_are_remembered_for_their_ttl_only():
-    cache = IdentityCache(ttl_s=0.05)
+    timer = Timer()
+    cache = IdentityCache(ttl_s=60, timer=timer)
     cache.put(_Digest("abc"), "alice")
+    timer.now += 59.9
     assert cache.get(_Digest("abc")) == "alice"
-    time.sleep(0.08)
+    timer.now += 0.2
     assert cache.get(_Digest("abc")) is None
 
 
