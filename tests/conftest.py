@@ -71,7 +71,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--gpu", action="store_true", help="run tests that need a CUDA device")
 
 
+SLOW_FIRST = ("slow", "model")
+"""Markers of the modules that run first: in a parallel run, a long test left for the
+end keeps one worker busy while the others idle."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Modules with a slow or real-model test first, each module's tests kept together
+    # (module-scoped fixtures are set up once) and in their order (a stable sort).
+    slow_modules = {
+        item.module.__name__
+        for item in items
+        if isinstance(item, pytest.Function) and any(m in item.keywords for m in SLOW_FIRST)
+    }
+    items.sort(key=lambda item: getattr(item.module, "__name__", "") not in slow_modules)
     if config.getoption("--gpu"):
         return
     skip = pytest.mark.skip(reason="needs a CUDA device; run with --gpu")

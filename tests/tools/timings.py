@@ -91,18 +91,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     _write(kind="cpu", phase="all", name=item.nodeid, seconds=_cpu() - began)
 
 
-_CONTROLLER = False
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # pytest-xdist's controller hears every worker's reports too: the workers write them
-    global _CONTROLLER
-    _CONTROLLER = config.pluginmanager.has_plugin("dsession")
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if _CONTROLLER:
-        return
+    if hasattr(report, "node"):
+        return  # pytest-xdist's controller hears a worker's report: the worker wrote it
     _write(
         kind="test",
         phase=report.when,
