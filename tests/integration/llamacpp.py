@@ -111,6 +111,10 @@ def serve_llamacpp(
     reads a BOS token before each prompt. Its output goes to
     ``log_dir/llamacpp-<port>.log`` (a temporary folder by default)."""
     port = free_port()
+    # the worker's share of the cores under pytest-xdist (tests/conftest.py), for the
+    # prompt (batch) threads too: llama.cpp's threads spin while they wait, and a thread
+    # per core beside another worker's made each request several times slower
+    threads = threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or min(4, os.cpu_count() or 1)
     folder = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
     log = folder / f"llamacpp-{port}.log"
     server = LlamaCppServer(f"http://127.0.0.1:{port}/v1", model, api_key, log)
@@ -129,8 +133,9 @@ def serve_llamacpp(
         "--n_ctx",
         str(n_ctx),
         "--n_threads",
-        # the worker's share of the cores under pytest-xdist (tests/conftest.py)
-        str(threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or min(4, os.cpu_count() or 1)),
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
         "--logits_all",
         "true",  # echoed prompt log-probabilities need every position's logits
     ]
