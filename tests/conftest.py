@@ -93,14 +93,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def _shared_tmp(factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of the whole run: every pytest-xdist worker's parent."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_template_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Name the folder for the SQLite template (``integration/templates.py``); nothing
+    is migrated until a test asks for a database."""
+    from integration.templates import share_in
+
+    share_in(_shared_tmp(tmp_path_factory))
+
+
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite database migrated to the newest schema, made once per run (shared by
     the pytest-xdist workers); copy it, never open it (``integration/templates.py``)."""
     from integration.templates import sqlite_template as make
 
-    base = tmp_path_factory.getbasetemp()
-    return make(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+    return make(_shared_tmp(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")

@@ -65,3 +65,19 @@ def copy_sqlite(template: Path, target: Path) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(template, target)
     return f"sqlite:///{target}"
+
+
+_SHARED: list[Path] = []
+"""Where this run's SQLite template lives (the folder every xdist worker shares): set
+once per session by ``tests/conftest.py``."""
+
+
+def share_in(folder: Path) -> None:
+    """Keep the SQLite template in ``folder`` (made there when it is first asked for)."""
+    _SHARED[:] = [folder]
+
+
+def migrated_sqlite(target: Path) -> str:
+    """A new SQLite database at ``target``, migrated (a copy of the template); its URL."""
+    assert _SHARED, "tests/conftest.py names the shared folder at the session's start"
+    return copy_sqlite(sqlite_template(_SHARED[0]), target)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, TypeVar
 
 from quorumbench.benchmarks.truthfulqa import choice_request, scored_pick
@@ -75,10 +76,12 @@ def generated_sha256(generator: str, pool_size: int = POOL_SIZE) -> str:
     return sha256_hex(f"{generator}\0{pool_size}")
 
 
-def pool_ids(pool_size: int = POOL_SIZE) -> list[str]:
-    """The pool's ids, zero-padded to the width of the largest."""
+@cache
+def pool_ids(pool_size: int = POOL_SIZE) -> tuple[str, ...]:
+    """The pool's ids, zero-padded to the width of the largest (made once per size:
+    each epoch's scheduling draws from them for every task)."""
     width = len(str(pool_size - 1))
-    return [f"{i:0{width}d}" for i in range(pool_size)]
+    return tuple(f"{i:0{width}d}" for i in range(pool_size))
 
 
 def is_pool_id(sample_id: str, pool_size: int = POOL_SIZE) -> bool:

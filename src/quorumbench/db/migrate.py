@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -78,5 +79,8 @@ def known_revision(revision: str) -> bool:
     return any(script.revision == revision for script in _scripts().walk_revisions())
 
 
+@cache
 def _scripts() -> ScriptDirectory:
+    """The migration scripts, read once per process: reading them runs every revision
+    file (tens of milliseconds), and each context that is built asks for the head."""
     return ScriptDirectory.from_config(alembic_config("sqlite://"))

@@ -45,6 +45,7 @@ from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.settings import ServerSettings
 
 from ..server.conftest import fake_metadata, hub_ref
+from ..templates import migrated_sqlite
 
 MODELS = 10
 
@@ -81,7 +82,7 @@ def world(tmp_path, request):
     overrides = getattr(request, "param", {})
     settings = ServerSettings(
         data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'adv.db'}",
+        database_url=migrated_sqlite(tmp_path / "adv.db"),
         benchmarks=["arith"],
         quorum=3,
         samples_per_task=6,

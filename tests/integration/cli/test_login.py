@@ -22,6 +22,7 @@ from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 
 from ..fake_github import USER_CODE, FakeGitHub
+from ..templates import migrated_sqlite
 
 runner = CliRunner()
 
@@ -45,7 +46,7 @@ def world(tmp_path, github, monkeypatch):
     """A server with the fake GitHub as its ``github`` provider; the CLI's sleeps recorded."""
     settings = ServerSettings(
         data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'qb.db'}",
+        database_url=migrated_sqlite(tmp_path / "qb.db"),
         benchmarks=["arith"],
         oauth_providers=[github.provider()],
     )

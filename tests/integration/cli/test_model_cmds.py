@@ -35,6 +35,7 @@ from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 
 from ..server.conftest import fake_metadata, hub_ref
+from ..templates import migrated_sqlite
 
 runner = CliRunner()
 BIG = "hf:org/big-model@" + "b" * 40
@@ -99,7 +100,7 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
         where = tmp_path / f"server{len(servers)}"
         settings = ServerSettings(
             data_dir=where,
-            database_url=f"sqlite:///{tmp_path / f'qb{len(servers)}.db'}",
+            database_url=migrated_sqlite(tmp_path / f"qb{len(servers)}.db"),
             benchmarks=["arith"],
             quota_evaluations=0,
             registrations_per_week=3,

@@ -38,6 +38,7 @@ from quorumbench.settings import RunnerSettings, ServerSettings
 
 from ..ports import free_port
 from ..server.conftest import fake_metadata, hub_ref
+from ..templates import migrated_sqlite
 
 RUNNER = ("task:pull", "task:submit")
 
@@ -74,7 +75,7 @@ def serve(settings: ServerSettings, datasets_dir: Path | None = None) -> Embedde
 def make_world(tmp_path: Path, benchmarks: list[str], datasets_dir: Path | None = None) -> Any:
     settings = ServerSettings(
         data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'qb.db'}",
+        database_url=migrated_sqlite(tmp_path / "qb.db"),
         benchmarks=benchmarks,
         quorum=3,
         samples_per_task=2,

@@ -25,6 +25,8 @@ from quorumbench.services.context import ServerContext
 from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 
+from ..templates import migrated_sqlite
+
 
 class Clock:
     def __init__(self) -> None:
@@ -161,7 +163,7 @@ def serve_site(tmp: Path, url: str | None = None, **settings: Any) -> Iterator[S
     clock = Clock()
     base: dict[str, Any] = {
         "data_dir": tmp,
-        "database_url": url or f"sqlite:///{tmp / 'site.db'}",
+        "database_url": url or migrated_sqlite(tmp / "site.db"),
         "benchmarks": ["arith"],
         "insecure_dev_login": True,
         "quota_evaluations": 3,

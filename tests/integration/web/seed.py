@@ -32,6 +32,7 @@ from quorumbench.services.wiring import build_context
 from quorumbench.settings import ServerSettings
 
 from ..sums import write_sums_spec
+from ..templates import migrated_sqlite
 
 
 class Clock:
@@ -96,7 +97,7 @@ class Seed:
         settings = ServerSettings(
             **extra,
             data_dir=tmp,
-            database_url=database_url or f"sqlite:///{tmp / 'web.db'}",
+            database_url=database_url or migrated_sqlite(tmp / "web.db"),
             quorum=3,
             max_rounds=1,
             samples_per_task=4,

@@ -89,3 +89,17 @@ def test_draw_is_a_subset_without_repeats(ids, seed, data):
     assert len(drawn) == n
     assert len(set(drawn)) == n
     assert set(drawn) <= ids
+
+
+@given(
+    ids=st.sets(st.text(min_size=1, max_size=8), min_size=1, max_size=40),
+    seed=st.text(max_size=10),
+    version=st.integers(min_value=0, max_value=10**6),
+    data=st.data(),
+)
+def test_the_draw_is_the_documented_sort_by_key(ids, seed, version, data):
+    # sample_ids hashes from a copied prefix state and keeps the n smallest: the same
+    # ids, in the same order, as sorting every (sample_key, id) and taking the first n
+    n = data.draw(st.integers(min_value=1, max_value=len(ids)))
+    keyed = sorted((sample_key(GSM8K_SHA, version, seed, i), i) for i in ids)
+    assert sample_ids(GSM8K_SHA, version, seed, n, ids) == [i for _, i in keyed[:n]]
