@@ -3,7 +3,9 @@ on the backend path (transformers directory, or the GGUF file converted through 
 cache), while the raw-output digest depends on the batch size.
 
 Twenty TruthfulQA-MC1 items, evaluated four times (transformers at batch sizes 1, 8
-and 16, the ``gguf:`` path at 16); the runs are shared by the tests of this module.
+and 16, the ``gguf:`` path at 16), in one test: the runs take about a minute, and two
+tests sharing a module-scoped fixture ran them twice whenever pytest-xdist sent them to
+different workers.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ N = 20
 SEED = "digest"
 
 
-@pytest.fixture(scope="module")
-def runs(smollm2_backend, smollm2_gguf, model_cache_dir, datasets_dir):
+def evaluate_all(smollm2_backend, smollm2_gguf, model_cache_dir, datasets_dir):
     """(path, batch size) -> the run of the same 20 items."""
     bench = load_benchmark("truthfulqa-mc1", BenchmarkContext(datasets_dir))
     out = {
@@ -41,7 +42,15 @@ def runs(smollm2_backend, smollm2_gguf, model_cache_dir, datasets_dir):
     return out
 
 
-def test_predictions_digest_is_the_same_for_every_batch_size_and_path(runs):
+def test_predictions_digest_is_the_same_for_every_batch_size_and_path_and_outputs_differ(
+    smollm2_backend, smollm2_gguf, model_cache_dir, datasets_dir
+):
+    runs = evaluate_all(smollm2_backend, smollm2_gguf, model_cache_dir, datasets_dir)
+    predictions_are_the_same(runs)
+    raw_outputs_differ_while_predictions_do_not(runs)
+
+
+def predictions_are_the_same(runs):
     first = runs[("hf", 1)]
     assert first.n == N
     assert all(isinstance(p, int) for p in first.sample_predictions)
@@ -53,7 +62,7 @@ def test_predictions_digest_is_the_same_for_every_batch_size_and_path(runs):
         assert [s.score for s in run.samples] == [s.score for s in first.samples], key
 
 
-def test_raw_outputs_digest_differs_between_batch_sizes_while_predictions_do_not(runs):
+def raw_outputs_differ_while_predictions_do_not(runs):
     # Observed on CPU: some log-likelihoods differ in their 4th decimal between batch
     # shapes (e.g. -36.2613 at 1, -36.2612 at 8), and all three outputs digests differ.
     # (They even depend on the batch size that first filled the backend's cache of the
