@@ -19,7 +19,13 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import cache
 
+import pytest
+
 from quorumbench.core.leaderboard import Accumulator, Interval, interval, weighted_aggregate
+
+# Monte Carlo: thousands of simulated boards (about 30 s on one core); `make test` runs
+# it, `make test-fast` does not.
+pytestmark = pytest.mark.slow
 
 SEED = 20261208
 TRIALS = 2000
