@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import traceback
 from datetime import UTC, datetime, timedelta
@@ -79,7 +80,9 @@ def problem(status: int, code: str, detail: str) -> httpx.Response:
 
 
 def lease_body(expires_at: datetime) -> dict:
-    return {"lease_id": 3, "attempt": 1, "expires_at": expires_at.isoformat(), "task": TASK}
+    """A lease grant's body; its task is a copy of TASK, which a test may change."""
+    task = copy.deepcopy(TASK)
+    return {"lease_id": 3, "attempt": 1, "expires_at": expires_at.isoformat(), "task": task}
 
 
 def make_client(
