@@ -55,8 +55,9 @@ def pytest_configure_node(node: object) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # A worker inherits the controller's C environment, where readline (imported by
-    # pytest's debugger support) exported COLUMNS=80 without os.environ seeing it. Rich
+    # A worker inherits the controller's C environment, where readline, once imported,
+    # exports COLUMNS=80 without os.environ seeing it (measured: a child of a process
+    # that imported readline sees COLUMNS=80, one of a process that did not, none). Rich
     # fixes a console's width from COLUMNS when the console is made, so the CLI's
     # consoles would cut table cells at 80 columns in a worker and not in a serial run.
     workerinput = getattr(config, "workerinput", None)
@@ -79,12 +80,11 @@ end keeps one worker busy while the others idle."""
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Modules with a slow or real-model test first, each module's tests kept together
     # (module-scoped fixtures are set up once) and in their order (a stable sort).
-    slow_modules = {
-        item.module.__name__
-        for item in items
-        if isinstance(item, pytest.Function) and any(m in item.keywords for m in SLOW_FIRST)
-    }
-    items.sort(key=lambda item: getattr(item.module, "__name__", "") not in slow_modules)
+    def module(item: pytest.Item) -> str:
+        return str(getattr(getattr(item, "module", None), "__name__", ""))
+
+    slow_modules = {module(item) for item in items if any(m in item.keywords for m in SLOW_FIRST)}
+    items.sort(key=lambda item: module(item) not in slow_modules)
     if config.getoption("--gpu"):
         return
     skip = pytest.mark.skip(reason="needs a CUDA device; run with --gpu")
