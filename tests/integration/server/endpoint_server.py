@@ -4,14 +4,16 @@ It checks ``Authorization: Bearer <key>`` (401 otherwise), lists one model, refu
 ``/v1/completions`` (404: the backend then falls back to letter-choice prompts for
 multiple choice) and answers every ``/v1/chat/completions`` with ``reply``. ``gate``
 (an Event), when set, holds every chat answer until it is set: a job that stays
-STARTED for as long as a test needs. It records the paths it was asked and whether
-each request carried the right key; never the key itself.
+STARTED for as long as a test needs. It records the paths it was asked, whether each
+request carried the right key (never the key itself) and when each chat request came
+(``time.monotonic()``, for the pace the server keeps).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ class Endpoint:
     reply: str = "7"
     gate: threading.Event | None = None
     seen: list[tuple[str, bool]] = field(default_factory=list)
+    chat_times: list[float] = field(default_factory=list)
     url: str = ""
 
     def chat_calls(self) -> int:
@@ -56,6 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/v1/models":
             self._answer(200, {"object": "list", "data": [{"id": "mine", "object": "model"}]})
         elif self.path == "/v1/chat/completions":
+            ep.chat_times.append(time.monotonic())
             if ep.gate is not None:
                 ep.gate.wait(timeout=60)
             self._answer(

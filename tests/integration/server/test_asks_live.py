@@ -16,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import select, text
 
+from quorumbench.ask_settings import AskSettings
 from quorumbench.core.intervals import score_interval
 from quorumbench.db.ask_models import Ask, StoredPlan
 from quorumbench.db.models import LeaderboardAggregate, LeaderboardEntry, LogEntry, Model, Task
@@ -35,7 +36,11 @@ from .endpoint_server import serve_endpoint
 
 KEY = "sk-live-ask-SECRET-0xC0FFEE-91"
 PLAN = {"benchmarks": ["sums"], "budget": 20, "versions": {"seed": "5eed"}}
-LIVE = {"ask_allow_private_endpoints": True, "ask_workers": 2}
+DEFAULT_RPS = AskSettings.model_fields["ask_endpoint_rps"].default
+LIVE = {"ask_allow_private_endpoints": True, "ask_workers": 2, "ask_endpoint_rps": 0}
+"""Live asks against the loopback endpoint, unpaced: the default pace (5 requests per
+second to one URL) would make each 20-item ask wait 4 s. The pace is checked end to end
+in the full ask below, with the server's default, and in tests/unit/services/test_asks.py."""
 
 
 def wait_until_done(ctx, ask_id, owner, timeout=60.0) -> asks.AskView:
@@ -55,12 +60,18 @@ def live_ctx(make_ctx, sums_spec, db_url):
     return make_ctx(db_url, benchmarks=[sums_spec], **LIVE)
 
 
+@pytest.fixture
+def paced_ctx(make_ctx, sums_spec, db_url):
+    """Live asks at the server's default pace per endpoint URL."""
+    return make_ctx(db_url, benchmarks=[sums_spec], **{**LIVE, "ask_endpoint_rps": DEFAULT_RPS})
+
+
 def accounts_of(ctx):
     return create_account(ctx, "alice").id, create_account(ctx, "bob").id
 
 
-def test_a_full_ask_with_an_endpoint_and_its_key(live_ctx, caplog):
-    ctx = live_ctx
+def test_a_full_ask_with_an_endpoint_and_its_key(paced_ctx, caplog):
+    ctx = paced_ctx
     alice, bob = accounts_of(ctx)
     caplog.set_level(logging.DEBUG)
     with serve_endpoint(KEY) as endpoint:
@@ -81,6 +92,8 @@ def test_a_full_ask_with_an_endpoint_and_its_key(live_ctx, caplog):
     # every request carried the key, and only the 20 items were asked
     assert all(ok for _, ok in endpoint.seen)
     assert endpoint.chat_calls() == 20
+    # at the default pace: the 20 requests span at least 19 intervals of 1/rps
+    assert endpoint.chat_times[-1] - endpoint.chat_times[0] >= 19 / DEFAULT_RPS * 0.95
     [row] = asks.live_rows(ctx, made.id, alice)
     assert (row.status, row.n_samples, row.benchmarks) == (AskStatus.SUCCESS, 20, {"sums": 20})
     assert row.score == pytest.approx(1 / 20)
