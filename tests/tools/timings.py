@@ -103,6 +103,27 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     )
 
 
+_SERIAL_LEFT_OUT = 0
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    global _SERIAL_LEFT_OUT
+    _SERIAL_LEFT_OUT += sum(1 for item in items if item.get_closest_marker("serial"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # How many tests marked serial this run left out (`make test`'s parallel run leaves
+    # them all out): when none, `make test` skips its serial run, whose collection alone
+    # takes about 16 s.
+    _write(kind="collected", name="serial-left-out", n=_SERIAL_LEFT_OUT)
+
+
+def serial_left_out(folder: Path) -> int | None:
+    """Tests marked ``serial`` the recorded run left out (None: no run was recorded)."""
+    counts = [row["n"] for row in _rows(folder) if row.get("name") == "serial-left-out"]
+    return max(counts) if counts else None
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     global _OUT
     if _OUT is not None:
@@ -201,5 +222,8 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--slowest"]:
         slowest(Path(args[2]), int(args[1]))
+    elif args[:1] == ["--serial-left-out"]:
+        left_out = serial_left_out(Path(args[1]))
+        emit("unknown" if left_out is None else str(left_out))
     else:
         report(Path(args[0]), int(args[1]) if len(args) > 1 else 40)
