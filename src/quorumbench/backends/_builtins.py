@@ -7,6 +7,7 @@ imports neither torch nor httpx.
 from __future__ import annotations
 
 from quorumbench.backends._plugin import BackendOptions, BackendPlugin
+from quorumbench.errors import ConfigError
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.refs import ModelRef
 
@@ -14,15 +15,28 @@ from quorumbench.evaluation.refs import ModelRef
 def _load_hf(ref: ModelRef, options: BackendOptions) -> ModelBackend:
     from quorumbench.backends.hf import load_hf_backend
 
+    if options.engine != "transformers":
+        raise ConfigError(
+            f"{ref.canonical()} runs on transformers; the {options.engine} engine runs GGUF "
+            "files (gguf: and bundled: refs)"
+        )
+
     return load_hf_backend(ref, options)
 
 
 def _load_gguf(ref: ModelRef, options: BackendOptions) -> ModelBackend:
     from quorumbench.backends._registry import resolve_bundled
-    from quorumbench.backends.gguf import load_gguf_backend
 
     if ref.scheme == "bundled":  # a file shipped in a Python package: a local gguf ref
         ref = resolve_bundled(ref)
+    if options.engine == "llamacpp":
+        from quorumbench.backends.llamacpp import load_llamacpp_backend
+
+        return load_llamacpp_backend(ref, options)
+    if options.engine != "transformers":
+        raise ConfigError(f"unknown engine {options.engine!r} (transformers or llamacpp)")
+    from quorumbench.backends.gguf import load_gguf_backend
+
     return load_gguf_backend(ref, options)
 
 

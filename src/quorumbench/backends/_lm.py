@@ -34,6 +34,7 @@ from quorumbench.backends._kv import (
     kv_from_cache,
     supports_fast_path,
 )
+from quorumbench.backends._prefix import common_prefix_len
 from quorumbench.errors import BackendError
 from quorumbench.evaluation.backend import FinishReason
 from quorumbench.evaluation.extract import truncate_at_stop
@@ -42,14 +43,6 @@ from quorumbench.evaluation.usage import current_usage
 MIN_SHARED_PREFIX = 16
 """Shorter shared prefixes are not worth caching."""
 PREFIX_CACHE_ENTRIES = 8
-
-
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,9 @@ class BackendOptions:
     max_retries: int = 4
     """Retries after the first attempt (0: one attempt only)."""
     threads: int | None = None
+    engine: str = "transformers"
+    """What runs a GGUF file (``gguf:`` and ``bundled:`` refs): ``transformers`` (de-quantized,
+    ``backends/gguf.py``) or ``llamacpp`` (the file as it is, ``backends/llamacpp.py``)."""
 
 
 BackendFactory = Callable[[ModelRef, BackendOptions], ModelBackend]

@@ -51,6 +51,8 @@ class EvalArgs:
     show_samples: bool
     sandbox: CodeSandbox = "auto"
     """Where a code benchmark runs generated programs (``none``: ``--no-sandbox``)."""
+    engine: Literal["transformers", "llamacpp"] = "transformers"
+    """What runs a GGUF file (``gguf:``/``bundled:`` refs)."""
 
     def __repr__(self) -> str:  # the API key must never reach a log or traceback
         return f"EvalArgs(model={self.model!r}, benchmark={self.benchmark!r}, ...)"
@@ -112,6 +114,10 @@ def code_executor(benchmark: Benchmark, kind: CodeSandbox) -> CodeExecutor:
 def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     _check_json_target(args.json_path)
     ref = parse_ref(args.model)  # fail fast on a bad ref, before loading anything
+    if args.engine != "transformers" and ref.scheme not in ("gguf", "bundled"):
+        raise ConfigError(
+            f"--engine {args.engine} runs GGUF files (gguf: and bundled: refs), not {ref.scheme}:"
+        )
     settings = get_settings()
     datasets_dir = args.datasets_dir or settings.datasets_dir
     api_key = SecretStr(args.api_key) if args.api_key else settings.openai_api_key
@@ -130,8 +136,11 @@ def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
         api_key=api_key,
         max_concurrency=args.concurrency,
         threads=args.threads,
+        engine=args.engine,
     )
-    loading = f"Loading model {escape(ref.canonical())}… (a GGUF file is converted once)"
+    loading = f"Loading model {escape(ref.canonical())}…"
+    if args.engine == "transformers" and ref.scheme in ("gguf", "bundled"):
+        loading += " (a GGUF file is converted once)"
     with err_console.status(loading):
         backend = load_backend(ref, options)
     config = EvalConfig(

@@ -189,6 +189,14 @@ def eval_command(
         int, typer.Option("--concurrency", min=1, help="Parallel requests to openai: endpoints.")
     ] = 4,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads.")] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="What runs a GGUF file (gguf:, bundled:): transformers (de-quantized) or "
+            "llamacpp (the file as it is; needs the llamacpp extra).",
+        ),
+    ] = "transformers",
     show_samples: Annotated[
         bool, typer.Option("--show-samples", help="Also print each sample's result.")
     ] = False,
@@ -216,6 +224,8 @@ def eval_command(
     if prompt_style not in ("auto", "chat", "plain"):
         raise typer.BadParameter("use auto, chat or plain", param_hint="--prompt-style")
     style: Literal["auto", "chat", "plain"] = prompt_style  # type: ignore[assignment]
+    if engine not in ("transformers", "llamacpp"):
+        raise typer.BadParameter("use transformers or llamacpp", param_hint="--engine")
     run_eval(
         EvalArgs(
             model=model,
@@ -238,6 +248,7 @@ def eval_command(
             threads=threads,
             show_samples=show_samples,
             sandbox=sandbox_choice(sandbox, no_sandbox),
+            engine=engine,  # type: ignore[arg-type]
         ),
         console,
         err_console,

@@ -1,0 +1,359 @@
+"""GGUF models on llama.cpp, in process: the format's own engine, quantized as shipped.
+
+transformers de-quantizes a GGUF file into float32 (``backends/gguf.py``): a 7B Q4
+model becomes 28 GB, and a CPU decodes it several times slower than llama.cpp runs the
+file itself (SmolLM2-135M Q4_1 on two cores, batch 1: 107 tokens/s here against 16
+through transformers; ``design/llamacpp-engine.md``). This backend loads the file with
+llama-cpp-python and drives llama.cpp's decoder directly:
+
+* Generation: greedy (argmax of the last position's logits, first index on ties),
+  until EOS, a stop sequence (the text is cut at the first one, as the transformers
+  path cuts it) or ``max_new_tokens``. Requests run one at a time; a prompt that
+  starts with the previous prompt's tokens reuses their KV cache (a few-shot primer is
+  prefilled once per task).
+* Log-likelihood: the context is prefilled once (its KV cache is kept for every
+  option of the question, and its shared prefix for the next question), then each
+  continuation is decoded with logits at every position and its tokens' log-softmax
+  summed.
+* Tokens are what the transformers path uses: plain text without special tokens, chat
+  messages through the chat template stored in the GGUF (Jinja, rendered as
+  transformers renders it), a (context, continuation) pair split as lm-evaluation-
+  harness splits it.
+
+Its figures differ from the transformers path by what quantized kernels change (a
+fraction of a nat per option, measured in ``tests/integration/test_llamacpp_backend.py``),
+which is why a result records its engine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from quorumbench.backends._files import require
+from quorumbench.backends._plugin import BackendOptions
+from quorumbench.backends._prefix import common_prefix_len
+from quorumbench.errors import BackendError, ModelLoadError
+from quorumbench.evaluation.backend import (
+    ChoiceRequest,
+    ChoiceResult,
+    FinishReason,
+    GenerateRequest,
+    GenerateResult,
+    ModelBackend,
+    ModelInfo,
+    Progress,
+    Prompt,
+    no_progress,
+)
+from quorumbench.evaluation.extract import truncate_at_stop
+from quorumbench.evaluation.refs import ModelRef
+from quorumbench.evaluation.usage import current_usage
+
+ENGINE = "llama.cpp"
+MAX_CONTEXT = 4096
+"""Tokens of context the backend allocates (the model's own window when smaller): a
+task's longest prompt plus its generation fits (GSM8K's eight shots and 256 tokens,
+HumanEval's 1,024), and the KV cache of a 7B model stays near 2 GB."""
+BATCH_TOKENS = 512
+"""Tokens per llama_decode call when prefilling."""
+
+
+def load_llamacpp_backend(ref: ModelRef, options: BackendOptions) -> ModelBackend:
+    """Load the GGUF file of a ``gguf:`` ref (a local file or a pinned Hub file)."""
+    from quorumbench.backends.gguf import locate_gguf
+
+    path, digest = locate_gguf(ref, options)
+    pinned = ModelRef("gguf", str(path), digest) if ref.is_local else ref.with_revision(digest)
+    return LlamaCppBackend.load(path, pinned, digest, threads=options.threads)
+
+
+class LlamaCppBackend:
+    """A GGUF model loaded by llama.cpp, answering generation and choice requests."""
+
+    def __init__(self, llama: Any, info: ModelInfo) -> None:
+        import numpy
+
+        self._np = numpy
+        self._llama = llama
+        self._info = info
+        self._vocab = int(llama.n_vocab())
+        self._eos = {int(llama.token_eos())}
+        eot = _metadata_int(llama, "tokenizer.ggml.eot_token_id")
+        if eot is not None:
+            self._eos.add(eot)
+        self._template = llama.metadata.get("tokenizer.chat_template")
+        self._cached: list[int] = []
+        """The tokens whose keys and values the context holds, in order."""
+
+    @classmethod
+    def load(
+        cls, path: Path, ref: ModelRef, revision: str, *, threads: int | None = None
+    ) -> LlamaCppBackend:
+        require("llama_cpp", extra="llamacpp")
+        import llama_cpp
+
+        # llama-cpp-python's default is half the cores; torch's (the other engine) all
+        threads = threads or os.cpu_count() or 1
+
+        try:
+            llama = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=MAX_CONTEXT,
+                n_batch=BATCH_TOKENS,
+                n_threads=threads,
+                n_threads_batch=threads,
+                logits_all=False,
+                seed=0,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelLoadError(f"llama.cpp cannot load {path}: {exc}") from exc
+        train = _metadata_int(llama, f"{llama.metadata.get('general.architecture')}.context_length")
+        if train is not None and train < MAX_CONTEXT:
+            llama.close()
+            llama = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=train,
+                n_batch=min(BATCH_TOKENS, train),
+                n_threads=threads,
+                n_threads_batch=threads,
+                logits_all=False,
+                seed=0,
+                verbose=False,
+            )
+        info = ModelInfo(
+            ref=ref.canonical(),
+            backend="llamacpp",
+            revision=revision,
+            is_chat="tokenizer.chat_template" in llama.metadata,
+            device="cpu",
+            dtype=_file_type(llama),
+            details={"engine": ENGINE, "llama_cpp_python": llama_cpp.__version__},
+        )
+        return cls(llama, info)
+
+    @property
+    def info(self) -> ModelInfo:
+        return self._info
+
+    @property
+    def context_tokens(self) -> int:
+        return int(self._llama.n_ctx())
+
+    # -- tokens ---------------------------------------------------------------------
+
+    def _tokens(self, text: str, *, special: bool = False) -> list[int]:
+        if not text:
+            return []
+        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+    def _text(self, tokens: Sequence[int]) -> str:
+        data: bytes = self._llama.detokenize(list(tokens))
+        return data.decode("utf-8", errors="replace")
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._tokens(text))
+
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """Token ids of a prompt: plain text as is, messages through the chat template."""
+        if prompt.text is not None:
+            return self._tokens(prompt.text)
+        if self._template is None:
+            raise ModelLoadError(f"{self._info.ref} has no chat template for a chat prompt")
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llama = self._llama
+        formatter = Jinja2ChatFormatter(
+            template=self._template,
+            eos_token=self._text([llama.token_eos()]) if llama.token_eos() >= 0 else "",
+            bos_token=self._text([llama.token_bos()]) if llama.token_bos() >= 0 else "",
+            add_generation_prompt=True,
+        )
+        messages = [{"role": m.role, "content": m.content} for m in prompt.messages or ()]
+        rendered = formatter(messages=messages).prompt
+        return self._tokens(rendered, special=True)
+
+    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """(context, continuation) tokens split as lm-evaluation-harness splits them
+        (``backends/hf.py`` ``encode_pair``, with this model's own tokenizer)."""
+        spaces = len(context) - len(context.rstrip())
+        if spaces:
+            continuation = context[-spaces:] + continuation
+            context = context[:-spaces]
+        whole = self._tokens(context + continuation)
+        if not context:
+            return [int(self._llama.token_eos())], whole
+        ctx = self._tokens(context)
+        return ctx, whole[len(ctx) :]
+
+    # -- the decoder ----------------------------------------------------------------
+
+    def _prefill(self, tokens: list[int]) -> None:
+        """Make the context hold exactly ``tokens`` (reusing the longest cached prefix;
+        at least the last token is decoded again, so its logits are fresh); an empty
+        prompt is the end-of-text token."""
+        tokens = tokens or [int(self._llama.token_eos())]
+        keep = min(common_prefix_len(self._cached, tokens), len(tokens) - 1)
+        self._decode(tokens[keep:], keep, all_logits=False)
+
+    def _decode(self, tokens: list[int], at: int, *, all_logits: bool) -> Any:
+        """Decode ``tokens`` at positions ``at``…; the logits of every one of them
+        (``all_logits``, a tokens × vocabulary array) or of the last one only."""
+        llama = self._llama
+        if at + len(tokens) > self.context_tokens:
+            raise BackendError(
+                f"{at + len(tokens)} tokens do not fit the {self.context_tokens}-token context"
+            )
+        llama._ctx.kv_cache_seq_rm(-1, at, -1)
+        del self._cached[at:]
+        rows = []
+        for start in range(0, len(tokens), BATCH_TOKENS):
+            chunk = tokens[start : start + BATCH_TOKENS]
+            llama._batch.set_batch(batch=chunk, n_past=at + start, logits_all=all_logits)
+            llama._ctx.decode(llama._batch)
+            self._cached.extend(chunk)
+            if all_logits:
+                rows.append(self._logits(len(chunk)).copy())
+        llama.n_tokens = len(self._cached)
+        if all_logits:
+            return self._np.concatenate(rows)
+        return self._logits(1)[-1]
+
+    def _logits(self, rows: int) -> Any:
+        pointer = self._llama._ctx.get_logits()
+        return self._np.ctypeslib.as_array(pointer, shape=(rows, self._vocab))
+
+    # -- requests -------------------------------------------------------------------
+
+    def generate(
+        self,
+        requests: Sequence[GenerateRequest],
+        *,
+        batch_size: int,
+        progress: Progress = no_progress,
+    ) -> list[GenerateResult]:
+        """Greedy generation, one request at a time (``batch_size`` is not used: llama.cpp
+        decodes one sequence here)."""
+        results = []
+        for request in requests:
+            results.append(self._generate_one(request))
+            progress(1)
+        return results
+
+    def _generate_one(self, request: GenerateRequest) -> GenerateResult:
+        usage = current_usage()
+        prompt = self._fit_prompt(self.encode_prompt(request.prompt), request.max_new_tokens)
+        if not request.cache_prefix:
+            self._cached.clear()
+        started = time.perf_counter()
+        self._prefill(prompt)
+        logits = self._logits(1)[-1]
+        first_at = time.perf_counter()
+        if usage is not None:
+            usage.add_prompt_tokens(len(prompt))
+            usage.add_first_token(first_at - started)
+        tokens: list[int] = []
+        reason: FinishReason | None = None
+        text = ""
+        while reason is None:
+            token = int(logits.argmax())
+            if token in self._eos and not request.ignore_eos:
+                reason = "eos"
+                break
+            tokens.append(token)
+            text, stopped = truncate_at_stop(self._text(tokens), request.stop)
+            if stopped:
+                reason = "stop"
+            elif len(tokens) >= request.max_new_tokens:
+                reason = "length"
+            else:
+                logits = self._decode([token], len(self._cached), all_logits=False)
+        if usage is not None:
+            usage.add_decode(time.perf_counter() - first_at)
+        if reason == "eos":
+            text = truncate_at_stop(self._text(tokens), request.stop)[0]
+        return GenerateResult(text, len(tokens), reason)
+
+    def _fit_prompt(self, prompt: list[int], max_new_tokens: int) -> list[int]:
+        room = self.context_tokens - max_new_tokens
+        if room < 1:
+            raise BackendError(
+                f"max_new_tokens={max_new_tokens} leaves no room for the prompt in the "
+                f"{self.context_tokens}-token context"
+            )
+        return prompt[-room:] if len(prompt) > room else prompt
+
+    def choose(
+        self,
+        requests: Sequence[ChoiceRequest],
+        *,
+        batch_size: int,
+        progress: Progress = no_progress,
+    ) -> list[ChoiceResult]:
+        """Each option's summed log-probability after the context (``batch_size`` is
+        not used)."""
+        results = []
+        for request in requests:
+            lls = []
+            scored = 0
+            for continuation in request.continuations:
+                context, tokens = self.encode_pair(request.context, continuation)
+                lls.append(self._loglikelihood(context, tokens))
+                scored += len(tokens)
+            results.append(ChoiceResult("loglikelihood", tuple(lls), n_tokens=scored))
+            progress(1)
+        return results
+
+    def _loglikelihood(self, context: list[int], continuation: list[int]) -> float:
+        if not continuation:
+            return 0.0
+        room = self.context_tokens - len(continuation)
+        if room < 1:
+            raise BackendError(
+                f"a {len(continuation)}-token continuation does not fit the "
+                f"{self.context_tokens}-token context"
+            )
+        context = context[-room:]
+        usage = current_usage()
+        if usage is not None:
+            usage.add_prompt_tokens(len(context) + len(continuation))
+        # The context's last token predicts the continuation's first: the context but
+        # its last token is kept (cached across options), the rest decoded with logits.
+        head = context[:-1]
+        keep = common_prefix_len(self._cached, head)
+        if keep < len(head):
+            self._decode(head[keep:], keep, all_logits=False)
+        logits = self._decode([context[-1], *continuation[:-1]], len(head), all_logits=True)
+        np = self._np
+        logits = logits.astype(np.float64)
+        peak = logits.max(axis=1, keepdims=True)
+        log_norm = peak[:, 0] + np.log(np.exp(logits - peak).sum(axis=1))
+        picked = logits[np.arange(len(continuation)), continuation]
+        return float((picked - log_norm).sum())
+
+    def close(self) -> None:
+        self._cached.clear()
+        self._llama.close()
+
+
+def _metadata_int(llama: Any, key: str) -> int | None:
+    value = llama.metadata.get(key)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+_FILE_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1"}
+
+
+def _file_type(llama: Any) -> str:
+    """The GGUF's quantization as llama.cpp names it (``general.file_type``)."""
+    code = _metadata_int(llama, "general.file_type")
+    if code is None:
+        return "gguf"
+    return _FILE_TYPES.get(code, f"gguf-type-{code}")
