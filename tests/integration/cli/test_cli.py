@@ -35,6 +35,11 @@ def run(*args, env=None):
         ),
         (["eval", "--json", "/nonexistent/dir/out.json"], "does not exist"),
         (["eval", "--prompt-style", "fancy"], "use auto, chat or plain"),
+        (["eval", "--engine", "vllm"], "use transformers or llamacpp"),
+        (
+            ["eval", "-m", "openai:https://api.example.com/v1#m", "--engine", "llamacpp"],
+            "error: --engine llamacpp runs GGUF files (gguf: and bundled: refs), not openai:",
+        ),
         (["eval", "-n", "0"], "Error: Invalid value for '--samples' / '-n'"),
         (["benchmark", "validate", "/nonexistent.yaml"], "benchmark spec not found"),
     ],
