@@ -38,6 +38,7 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential,
 )
 
@@ -129,6 +130,10 @@ class Identity:
         return scope in self.scopes or "admin" in self.scopes
 
 
+MIN_ATTEMPT_S = 1.0
+"""The shortest wait for an answer when a deadline is near (a heartbeat's last tries)."""
+
+
 def _remaining(expires_at: datetime, response: httpx.Response) -> float:
     """Seconds until ``expires_at``, measured on the server's clock when it said so."""
     now = datetime.now(UTC)
@@ -198,6 +203,7 @@ class ServerClient:
         """The key of a pull whose outcome is unknown (it failed with no answer)."""
         self._wait = wait_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
         self._sleep = sleep
+        self._timeout_s = timeout_s
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={
@@ -225,10 +231,20 @@ class ServerClient:
     # -- transport -------------------------------------------------------------------
 
     def _send_once(
-        self, method: str, path: str, params: Mapping[str, Any] | None, content: bytes | None
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        content: bytes | None,
+        until: float | None = None,
     ) -> httpx.Response:
         headers = {"Content-Type": "application/json"} if content is not None else None
-        response = self._http.request(method, path, params=params, content=content, headers=headers)
+        extra: dict[str, Any] = {}
+        if until is not None:  # no attempt may outlast the caller's deadline
+            extra["timeout"] = max(MIN_ATTEMPT_S, min(self._timeout_s, until - time.monotonic()))
+        response = self._http.request(
+            method, path, params=params, content=content, headers=headers, **extra
+        )
         if response.status_code >= 500 or response.status_code == 429:
             raise _Retryable(response)
         self.reached = True
@@ -246,13 +262,23 @@ class ServerClient:
         *,
         params: Mapping[str, Any] | None = None,
         content: bytes | None = None,
+        within_s: float | None = None,
     ) -> httpx.Response:
-        """Send with bounded retries; raise the QuorumError a failure stands for."""
+        """Send with bounded retries; raise the QuorumError a failure stands for.
+
+        ``within_s``: instead of a number of attempts, retry for that many seconds, no
+        attempt waiting for an answer past them (a heartbeat tries until its lease's
+        deadline)."""
         if not self.reached:
             return self._first_contact(method, path, params, content)
+        until = None if within_s is None else time.monotonic() + within_s
         retrying = Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, httpx.TransportError | _Retryable)),
-            stop=stop_after_attempt(self._max_attempts),
+            stop=(
+                stop_after_attempt(self._max_attempts)
+                if within_s is None
+                else stop_after_delay(within_s)
+            ),
             wait=self._wait,
             sleep=self._sleep,
             before_sleep=lambda state: log.warning(
@@ -261,19 +287,23 @@ class ServerClient:
             reraise=True,
         )
         try:
-            response = retrying(self._send_once, method, path, params, content)
+            response = retrying(self._send_once, method, path, params, content, until)
         except _Retryable as exc:
             if exc.response.status_code == 429:
                 raise _problem(exc.response) from None
             raise ServerUnavailableError(
                 f"{self.base_url} answered {exc.response.status_code} to {method} {path} "
-                f"{self._max_attempts} times",
+                + (f"{self._max_attempts} times" if within_s is None else f"for {within_s:.0f} s"),
                 exc.response.status_code,
             ) from None
         except httpx.TransportError as exc:
             raise ServerUnavailableError(
-                f"cannot reach {self.base_url} ({type(exc).__name__}) after "
-                f"{self._max_attempts} attempts"
+                f"cannot reach {self.base_url} ({type(exc).__name__}) "
+                + (
+                    f"after {self._max_attempts} attempts"
+                    if within_s is None
+                    else f"for {within_s:.0f} s"
+                )
             ) from None
         if response.status_code >= 400:
             raise _problem(response)
@@ -337,14 +367,19 @@ class ServerClient:
             ttl_s=_remaining(grant.expires_at, response),
         )
 
-    def heartbeat(self, lease: Lease) -> Lease:
-        """Extend ``lease``; the lease with its new expiry. LeaseExpiredError when lost."""
+    def heartbeat(self, lease: Lease, within_s: float | None = None) -> Lease:
+        """Extend ``lease``; the lease with its new expiry. LeaseExpiredError when lost.
+
+        ``within_s``: retry for that long (the time the lease has left) rather than a
+        number of attempts, none waiting past it: a slow answer must not outlive the
+        lease it was to extend."""
         path = f"/v0/leases/{lease.lease_id}/heartbeat"
         response = self._request(
             "POST",
             path,
             params={"runner": self.runner},
             content=_encode(Heartbeat(attempt=lease.attempt)),
+            within_s=within_s,
         )
         expires_at = _parse(HeartbeatAck, response, f"POST {path}").expires_at
         return replace(lease, expires_at=expires_at, ttl_s=_remaining(expires_at, response))

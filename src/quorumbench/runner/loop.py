@@ -139,7 +139,7 @@ class LeaseClient(Protocol):
 
     def pull(self) -> Lease | None: ...
 
-    def heartbeat(self, lease: Lease) -> Lease: ...
+    def heartbeat(self, lease: Lease, within_s: float | None = None) -> Lease: ...
 
     def release(self, lease: Lease) -> None: ...
 
@@ -174,7 +174,13 @@ def result_payload(task_id: int, result: RunResult) -> ResultPayload:
 
 
 class LeaseKeeper(threading.Thread):
-    """Heartbeats one lease every third of its remaining time until stopped."""
+    """Heartbeats one lease every third of its remaining time until stopped.
+
+    A heartbeat is retried until the lease's own deadline (the time it had left at the
+    last answer), no attempt waiting for an answer past it; after a failed heartbeat the
+    next one starts at once, not a third of the lease later. The lease is lost only
+    when the server says so (409), so a slow or briefly unreachable server costs no work.
+    """
 
     def __init__(self, client: LeaseClient, lease: Lease, min_interval_s: float) -> None:
         super().__init__(name=f"quorumbench-heartbeat-{lease.lease_id}", daemon=True)
@@ -184,20 +190,33 @@ class LeaseKeeper(threading.Thread):
         self.lost = threading.Event()
         self.reason = ""
         self._stop_requested = threading.Event()
+        self._deadline = time.monotonic() + lease.ttl_s
+        """When the lease ends unless extended, by this machine's clock."""
 
     def _interval(self) -> float:
         return max(self.lease.ttl_s / 3, self.min_interval_s)
 
     def run(self) -> None:
-        while not self._stop_requested.wait(self._interval()):
+        wait = self._interval()
+        while not self._stop_requested.wait(wait):
+            within = max(self._deadline - time.monotonic(), self.min_interval_s)
             try:
-                self.lease = self.client.heartbeat(self.lease)
+                self.lease = self.client.heartbeat(self.lease, within_s=within)
             except LeaseExpiredError as exc:
                 self.reason = exc.message
                 self.lost.set()
                 return
             except QuorumError as exc:  # transient: keep trying while the lease may live
-                log.warning("heartbeat of lease %s failed: %s", self.lease.lease_id, exc)
+                log.warning(
+                    "heartbeat of lease %s failed: %s; trying again", self.lease.lease_id, exc
+                )
+                # at once while the lease may live; past its deadline only to hear whether
+                # the server kept it (it answers 409 when not)
+                live = time.monotonic() < self._deadline
+                wait = self.min_interval_s if live else self._interval()
+                continue
+            self._deadline = time.monotonic() + self.lease.ttl_s
+            wait = self._interval()
 
     def stop(self) -> None:
         self._stop_requested.set()

@@ -134,7 +134,7 @@ class JournaledClient:
             }
         )
 
-    def heartbeat(self, lease: Lease) -> Lease:
+    def heartbeat(self, lease: Lease, within_s: float | None = None) -> Lease:
         try:
             return self.inner.heartbeat(lease)
         except LeaseExpiredError as exc:

@@ -112,7 +112,7 @@ class FakeClient:
         expires = datetime.now(UTC) + timedelta(seconds=600)
         return Lease(100, 1, expires, protocol.Task.model_validate(self.tasks.pop(0)), 600.0)
 
-    def heartbeat(self, lease):
+    def heartbeat(self, lease, within_s=None):
         return lease
 
     def release(self, lease):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +27,7 @@ from quorumbench.errors import (
     UnsupportedProtocolError,
 )
 from quorumbench.protocol import PROTOCOL_VERSION, ResultPayload, Task
-from quorumbench.runner.client import Lease, ServerClient
+from quorumbench.runner.client import MIN_ATTEMPT_S, Lease, ServerClient
 from quorumbench.runner.keys import new_key
 
 TOKEN = "qb_SECRET-token-0123456789abcdefghijklmnopqrstuv"
@@ -311,6 +312,38 @@ def test_release_and_heartbeat_name_the_runner_and_attempt():
     assert json.loads(beat.content) == {"attempt": 1}
     assert release.method == "DELETE" and release.url.path == "/v0/leases/3"
     assert dict(release.url.params) == {"attempt": "1", "runner": "box-1"}
+
+
+def test_a_heartbeat_is_retried_until_its_lease_deadline_not_a_number_of_times():
+    """A slow server (each answer later than the client waits) costs attempts, not the
+    lease: the heartbeat goes on until the deadline it was given, and no attempt waits
+    past it (the client's usual 30 s would outlive a 60 s lease's last third)."""
+    waited: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        waited.append(request.extensions["timeout"]["read"])
+        if len(waited) < 4:
+            raise httpx.ReadTimeout("no answer yet", request=request)
+        return httpx.Response(200, json={"lease_id": 3, "expires_at": "2030-01-01T00:00:00Z"})
+
+    client = make_client(handler, attempts=1)  # as a plain request: one attempt only
+    lease = client.heartbeat(a_lease(), within_s=20.0)
+    assert lease.expires_at == datetime(2030, 1, 1, tzinfo=UTC)
+    assert len(waited) == 4 and all(t <= 20.0 for t in waited)
+
+
+def test_a_heartbeat_gives_up_at_its_deadline_and_says_for_how_long():
+    waited: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        waited.append(request.extensions["timeout"]["read"])
+        time.sleep(0.02)
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    with pytest.raises(ServerUnavailableError, match=r"\(ReadTimeout\) for 0 s"):
+        make_client(handler, attempts=1).heartbeat(a_lease(), within_s=0.2)
+    # every attempt within the deadline, each waiting at most MIN_ATTEMPT_S near it
+    assert 2 <= len(waited) <= 20 and all(t <= MIN_ATTEMPT_S for t in waited)
 
 
 def test_leaderboard_returns_rows():

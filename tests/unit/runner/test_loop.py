@@ -39,6 +39,7 @@ from quorumbench.runner.client import Identity, Lease
 from quorumbench.runner.faults import RunnerSetupError
 from quorumbench.runner.keys import create_key, key_file_for, load_key
 from quorumbench.runner.loop import (
+    LeaseKeeper,
     Runner,
     TaskEvaluator,
     build_runner,
@@ -127,7 +128,7 @@ class FakeClient:
         self.pulled.append(lease)
         return lease
 
-    def heartbeat(self, lease):
+    def heartbeat(self, lease, within_s=None):
         self.heartbeats.append(lease.lease_id)
         self.heartbeat_called.set()
         if self.heartbeat_error is not None:
@@ -239,6 +240,35 @@ def test_heartbeats_keep_the_lease_while_a_task_runs(arith):
     outcome = make_runner(client, lambda ref, options: MockBackend(answer)).run_once()
     assert outcome.status == "submitted"
     assert len(client.heartbeats) >= 2
+
+
+def test_a_failed_heartbeat_is_tried_again_at_once_and_the_lease_kept(arith):
+    """A heartbeat that timed out against a slow server (issue 29: the lease was lost 18 s
+    later, and 5 minutes of work with it) is tried again at once, not a third of the
+    lease later, each time within what the lease has left."""
+    calls: list[tuple[float, float | None]] = []
+    third = threading.Event()
+
+    class SlowServer:
+        def heartbeat(self, lease, within_s=None):
+            calls.append((time.monotonic(), within_s))
+            if len(calls) < 3:
+                raise ServerUnavailableError("cannot reach the server (ReadTimeout) for 2 s")
+            third.set()
+            return lease
+
+    expires = datetime.now(UTC) + timedelta(seconds=3)
+    lease = Lease(100, 1, expires, protocol.Task.model_validate(make_task(arith)), 3.0)
+    started = time.monotonic()
+    keeper = LeaseKeeper(SlowServer(), lease, min_interval_s=0.05)
+    keeper.start()
+    assert third.wait(10)
+    keeper.stop()
+    assert not keeper.lost.is_set()
+    (first, within), (second, _), (then, _) = calls[:3]
+    assert first - started >= 0.9  # the first beat: a third of the 3 s lease
+    assert 0 < within <= 2.1  # retried for what the lease had left, about 2 s
+    assert second - first < 0.5 and then - second < 0.5  # again at once, not 1 s later
 
 
 def test_a_stop_request_releases_the_lease(arith):
