@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -149,11 +150,16 @@ def run_demo(options: DemoOptions, console: Console) -> None:
             if pending:
                 logs = data_dir / "logs"
                 logs.mkdir(exist_ok=True)
+                started = time.monotonic()
                 with _runners(server.url, tokens, options, logs, console) as runners:
                     _wait_for_consensus(api, [m["id"] for m in models], runners, options, console)
             else:
+                started = None
                 console.print("every task of this epoch is final already")
             _print_results(api, options, console)
+            if started is not None:
+                took = time.monotonic() - started
+                console.print(f"from the runners' start to this board: {took:.0f} s")
             _print_ask(api, server.url, console)
             print_demo_pool(
                 api,
@@ -469,10 +475,39 @@ def _wait_for_consensus(
                 )
             if time.monotonic() > deadline:
                 raise QuorumError(
-                    f"no consensus after {options.timeout_s:.0f} s; see the runner logs in "
-                    f"{runners[0].log_path.parent}"
+                    f"not every task was final after {options.timeout_s:.0f} s; "
+                    + stall_report(tasks, {r.name: r.log_path for r in runners})
                 )
             time.sleep(1.0)
+
+
+_LEVEL = re.compile(r" (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+_STAMP = re.compile(r" ?\[[\d/]+ [\d:]+\]$")
+
+
+def _last_task_line(log: Path) -> str:
+    """The last record of a runner's log that is about a task (``task N …``), its
+    wrapped lines joined; "no task yet" when there is none."""
+    text = " ".join(log.read_text(errors="replace").split()) if log.is_file() else ""
+    records = [_STAMP.sub("", r.strip()) for r in _LEVEL.split(text)]
+    about = [r for r in records if re.match(r"task \d+\b", r)]
+    return about[-1] if about else "no task yet"
+
+
+def stall_report(tasks: list[dict[str, Any]], logs: dict[str, Path]) -> str:
+    """What is still open (task, benchmark, model, status) and what each runner last
+    said about a task (its log's last ``task N …`` line), in one message."""
+    open_tasks = [t for t in tasks if not t["final"]]
+    described = [
+        f"task {t['id']} ({t['benchmark']['name']} on {t['model']['name']}, {t['status']})"
+        for t in open_tasks
+    ]
+    said = [f"{name}: {_last_task_line(path)}" for name, path in logs.items()]
+    return (
+        f"{len(tasks) - len(open_tasks)} of {len(tasks)} final; still open: "
+        f"{', '.join(described) or 'none'}; the runners last said: {'; '.join(said)} "
+        f"(their logs: {next(iter(logs.values())).parent if logs else '-'})"
+    )
 
 
 def _print_results(api: httpx.Client, options: DemoOptions, console: Console) -> None:

@@ -52,6 +52,7 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         assert pillar in aggregate.splitlines()[2]  # the header row names each pillar
     assert "not ranked" not in aggregate
     assert "leaderboard: http://127.0.0.1:" in out
+    assert re.search(r"from the runners' start to this board: \d+ s", out), out[-3000:]
     # the example question, answered from the verified results just made
     asked = re.search(
         r"model\(s\) answered from verified results: \S+/ask\?plan=([0-9a-f]{64})", out
