@@ -83,6 +83,7 @@ class RunnerProcess:
 def run_demo(options: DemoOptions, console: Console) -> None:
     """Run the demo; see the module docstring."""
     from quorumbench.api.app import create_app
+    from quorumbench.services.scheduler import epoch_start
     from quorumbench.settings import QueueSettings, ServerSettings, is_loopback
 
     with ExitStack() as stack:
@@ -151,8 +152,17 @@ def run_demo(options: DemoOptions, console: Console) -> None:
                 logs = data_dir / "logs"
                 logs.mkdir(exist_ok=True)
                 started = time.monotonic()
-                with _runners(server.url, tokens, options, logs, console) as runners:
-                    _wait_for_consensus(api, [m["id"] for m in models], runners, options, console)
+                # Hold the tasks' epoch while the runners work: an hour that turns
+                # meanwhile schedules nothing that the demo's own tasks (its edge
+                # tasks are leased last) would wait behind.
+                ctx.scheduling_at = epoch_start(ctx, max(t["epoch"] for t in pending))
+                try:
+                    with _runners(server.url, tokens, options, logs, console) as runners:
+                        _wait_for_consensus(
+                            api, [m["id"] for m in models], runners, options, console
+                        )
+                finally:
+                    ctx.scheduling_at = None
             else:
                 started = None
                 console.print("every task of this epoch is final already")
@@ -445,8 +455,9 @@ def _wait_for_consensus(
     console: Console,
 ) -> None:
     deadline = time.monotonic() + options.timeout_s
-    # The epoch the demo's tasks were made in: an hour that turns while the runners work
-    # schedules the next epoch's tasks, which the demo does not wait for.
+    # The epoch the demo's tasks were made in (held while the runners work: see
+    # run_demo); a later epoch's tasks, made by a replica or a registration meanwhile,
+    # are not waited for.
     epoch = max((t["epoch"] for t in _tasks(api, model_ids)), default=None)
     columns = (
         TextColumn("{task.description}"),

@@ -173,9 +173,18 @@ class ServerContext:
     live: LiveWork | None = None
     """The live evaluation workers of asks with endpoints (services/live.py), made on the
     first such ask; the server's lifespan and :meth:`close` stop them."""
+    scheduling_at: datetime | None = None
+    """When set, the scheduler schedules the epoch holding this time instead of the
+    current one (``quorumbench demo`` holds its epoch while its runners work, so an hour
+    that turns meanwhile adds no tasks to wait behind); leases, canaries and the rest
+    still run on :meth:`now`."""
 
     def now(self) -> datetime:
         return self.clock()
+
+    def scheduling_time(self) -> datetime:
+        """The time whose epoch the scheduler fills (:attr:`scheduling_at`, else now)."""
+        return self.scheduling_at or self.clock()
 
     def close(self) -> None:
         live, self.live = self.live, None

@@ -52,6 +52,11 @@ def epoch_index(ctx: ServerContext, when: datetime) -> int:
     return int(when.timestamp()) // ctx.settings.epoch_seconds
 
 
+def epoch_start(ctx: ServerContext, index: int) -> datetime:
+    """When epoch ``index`` starts (epochs are ``epoch_seconds`` long from the Unix epoch)."""
+    return datetime.fromtimestamp(index * ctx.settings.epoch_seconds, UTC)
+
+
 def ensure_epoch(ctx: ServerContext, when: datetime) -> Epoch:
     """The epoch containing ``when``, created (with a new secret seed) if needed."""
     index = epoch_index(ctx, when)
@@ -60,7 +65,7 @@ def ensure_epoch(ctx: ServerContext, when: datetime) -> Epoch:
         epoch = session.get(Epoch, index)
         if epoch is None:
             seed = secrets.token_hex(32)
-            starts = datetime.fromtimestamp(index * seconds, UTC)
+            starts = epoch_start(ctx, index)
             statement = (
                 ctx.db.insert(Epoch)
                 .values(
@@ -400,11 +405,12 @@ def schedule_epoch(ctx: ServerContext, epoch: Epoch) -> int:
 
 
 def tick(ctx: ServerContext) -> TickReport:
-    """One scheduler pass: the current epoch, its missing tasks and edge tasks
+    """One scheduler pass: the current epoch (or the one the context holds,
+    ``ServerContext.scheduling_at``), its missing tasks and edge tasks
     (services/edge_tasks.py), expired leases, settled canaries nobody took, and the
     prize pools' lifecycle."""
     now = ctx.now()
-    epoch = ensure_epoch(ctx, now)
+    epoch = ensure_epoch(ctx, ctx.scheduling_time())
     created = 0
     found = gaps(ctx, epoch.id)
     if found is not None and found != ctx.fruitless_plan:

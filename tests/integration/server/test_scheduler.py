@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -10,7 +11,7 @@ from sqlalchemy import func, select
 from quorumbench.db.models import Benchmark, Epoch, Task
 from quorumbench.services.accounts import Principal, create_account
 from quorumbench.services.models import register_model
-from quorumbench.services.scheduler import ensure_epoch, schedule_epoch, tick
+from quorumbench.services.scheduler import ensure_epoch, epoch_start, schedule_epoch, tick
 
 from .conftest import fake_metadata, hub_ref
 
@@ -82,6 +83,26 @@ def test_every_epoch_gets_its_own_tasks_and_seed(ctx, clock):
     with ctx.db.read() as session:
         ids = {tuple(t.sample_ids) for t in session.scalars(select(Task))}
     assert len(ids) == 2  # same samples for every model within an epoch, new ones next epoch
+
+
+def test_a_held_epoch_gets_no_tasks_of_the_hour_that_turns_meanwhile(ctx, clock):
+    """``quorumbench demo`` holds its tasks' epoch while its runners work: when the hour
+    turns meanwhile, nothing of the next epoch is scheduled for its tasks to wait behind
+    (issue 29); leases still expire on the real clock. Once released, the next epoch's
+    tasks come."""
+    _models(ctx, 2)
+    clock.now = datetime(2026, 11, 22, 12, 59, 58, tzinfo=UTC)
+    first = tick(ctx)
+    assert _count(ctx, epoch_id=first.epoch) == 2
+    ctx.scheduling_at = epoch_start(ctx, first.epoch)
+    clock.advance(10)  # 13:00:08: the hour turned
+    assert ensure_epoch(ctx, ctx.now()).id == first.epoch + 1
+    held = tick(ctx)
+    assert held.epoch == first.epoch and held.created == 0
+    assert _count(ctx, epoch_id=first.epoch + 1) == 0 and _count(ctx) == 2
+    ctx.scheduling_at = None
+    released = tick(ctx)
+    assert released.epoch == first.epoch + 1 and _count(ctx, epoch_id=released.epoch) == 2
 
 
 def test_a_custom_benchmark_configured_by_its_spec_path_is_scheduled(make_ctx):
