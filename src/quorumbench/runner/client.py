@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
@@ -132,6 +133,15 @@ class Identity:
 
 MIN_ATTEMPT_S = 1.0
 """The shortest wait for an answer when a deadline is near (a heartbeat's last tries)."""
+
+
+def _until(wait: Callable[[RetryCallState], float], until: float) -> Callable[..., float]:
+    """``wait``, cut so that no pause between attempts runs past ``until``."""
+
+    def bounded(state: RetryCallState) -> float:
+        return max(0.0, min(wait(state), until - time.monotonic()))
+
+    return bounded
 
 
 def _remaining(expires_at: datetime, response: httpx.Response) -> float:
@@ -279,7 +289,7 @@ class ServerClient:
                 if within_s is None
                 else stop_after_delay(within_s)
             ),
-            wait=self._wait,
+            wait=self._wait if until is None else _until(self._wait, until),
             sleep=self._sleep,
             before_sleep=lambda state: log.warning(
                 "%s %s failed (%s); retrying", method, path, _describe(state.outcome)

@@ -340,8 +340,10 @@ def test_a_heartbeat_gives_up_at_its_deadline_and_says_for_how_long():
         time.sleep(0.02)
         raise httpx.ReadTimeout("no answer", request=request)
 
+    pauses: list[float] = []
     with pytest.raises(ServerUnavailableError, match=r"\(ReadTimeout\) for 0 s"):
-        make_client(handler, attempts=1).heartbeat(a_lease(), within_s=0.2)
+        make_client(handler, attempts=1, waits=pauses).heartbeat(a_lease(), within_s=0.2)
+    assert pauses and all(p <= 0.2 for p in pauses)  # no pause runs past the deadline
     # every attempt within the deadline, each waiting at most MIN_ATTEMPT_S near it
     assert 2 <= len(waited) <= 20 and all(t <= MIN_ATTEMPT_S for t in waited)
 
