@@ -91,6 +91,21 @@ def test_scores_do_not_depend_on_what_was_cached_before(llama):
     assert [s.output for s in first.samples] == [s.output for s in again.samples]
 
 
+def test_long_inputs_go_in_chunks_and_keep_the_chain_rule(llama):
+    """Contexts and continuations longer than one llama_decode batch (512 tokens): the
+    log-likelihood of a continuation is the sum of its two halves' (the second half's
+    context holding the first), whatever is cached and however the tokens are chunked."""
+    words = " ".join(f"item {i} is {i * 7 % 13}." for i in range(200))
+    tokens = llama.encode_prompt(Prompt(text=words))
+    assert len(tokens) > 1200
+    context, continuation = tokens[:600], tokens[600:1200]
+    whole = llama._loglikelihood(context, continuation)
+    first = llama._loglikelihood(context, continuation[:250])
+    second = llama._loglikelihood(context + continuation[:250], continuation[250:])
+    assert whole == pytest.approx(first + second, abs=0.05)
+    assert llama._loglikelihood(context, continuation) == pytest.approx(whole, abs=1e-3)
+
+
 def test_generation_stops_where_it_is_told(llama):
     prompt = Prompt(text="Count: 1, 2, 3, 4,")
     [free] = llama.generate([GenerateRequest(prompt, (), 12)], batch_size=1)

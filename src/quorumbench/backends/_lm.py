@@ -34,7 +34,7 @@ from quorumbench.backends._kv import (
     kv_from_cache,
     supports_fast_path,
 )
-from quorumbench.backends._prefix import common_prefix_len
+from quorumbench.backends._prefix import common_prefix_len, fit_prompt
 from quorumbench.errors import BackendError
 from quorumbench.evaluation.backend import FinishReason
 from quorumbench.evaluation.extract import truncate_at_stop
@@ -299,13 +299,7 @@ class CausalLM:
         return [r for r in results if r is not None]
 
     def _fit_prompt(self, prompt: list[int], max_new_tokens: int) -> list[int]:
-        room = self.max_length - max_new_tokens
-        if room < 1:
-            raise BackendError(
-                f"max_new_tokens={max_new_tokens} leaves no room for the prompt in the "
-                f"model's {self.max_length}-token context window"
-            )
-        return prompt[-room:] if len(prompt) > room else prompt
+        return fit_prompt(prompt, max_new_tokens, self.max_length)
 
     def _append(
         self,

@@ -35,7 +35,7 @@ from typing import Any
 
 from quorumbench.backends._files import require
 from quorumbench.backends._plugin import BackendOptions
-from quorumbench.backends._prefix import common_prefix_len
+from quorumbench.backends._prefix import common_prefix_len, fit_prompt
 from quorumbench.errors import BackendError, ModelLoadError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
@@ -99,32 +99,27 @@ class LlamaCppBackend:
         # llama-cpp-python's default is half the cores; torch's (the other engine) all
         threads = threads or os.cpu_count() or 1
 
-        try:
-            llama = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=MAX_CONTEXT,
-                n_batch=BATCH_TOKENS,
-                n_threads=threads,
-                n_threads_batch=threads,
-                logits_all=False,
-                seed=0,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError) as exc:
-            raise ModelLoadError(f"llama.cpp cannot load {path}: {exc}") from exc
-        train = _metadata_int(llama, f"{llama.metadata.get('general.architecture')}.context_length")
-        if train is not None and train < MAX_CONTEXT:
+        def open_with(window: int) -> Any:
+            try:
+                return llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=window,
+                    n_batch=min(BATCH_TOKENS, window),
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    logits_all=False,
+                    seed=0,
+                    verbose=False,
+                )
+            except (ValueError, RuntimeError) as exc:
+                raise ModelLoadError(f"llama.cpp cannot load {path}: {exc}") from exc
+
+        llama = open_with(MAX_CONTEXT)
+        arch = llama.metadata.get("general.architecture")
+        trained = _metadata_int(llama, f"{arch}.context_length")
+        if trained is not None and trained < MAX_CONTEXT:  # the model's own window
             llama.close()
-            llama = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=train,
-                n_batch=min(BATCH_TOKENS, train),
-                n_threads=threads,
-                n_threads_batch=threads,
-                logits_all=False,
-                seed=0,
-                verbose=False,
-            )
+            llama = open_with(trained)
         info = ModelInfo(
             ref=ref.canonical(),
             backend="llamacpp",
@@ -211,8 +206,9 @@ class LlamaCppBackend:
         llama._ctx.kv_cache_seq_rm(-1, at, -1)
         del self._cached[at:]
         rows = []
-        for start in range(0, len(tokens), BATCH_TOKENS):
-            chunk = tokens[start : start + BATCH_TOKENS]
+        step = int(llama.n_batch)  # what one llama_decode call may take
+        for start in range(0, len(tokens), step):
+            chunk = tokens[start : start + step]
             llama._batch.set_batch(batch=chunk, n_past=at + start, logits_all=all_logits)
             llama._ctx.decode(llama._batch)
             self._cached.extend(chunk)
@@ -246,7 +242,9 @@ class LlamaCppBackend:
 
     def _generate_one(self, request: GenerateRequest) -> GenerateResult:
         usage = current_usage()
-        prompt = self._fit_prompt(self.encode_prompt(request.prompt), request.max_new_tokens)
+        prompt = fit_prompt(
+            self.encode_prompt(request.prompt), request.max_new_tokens, self.context_tokens
+        )
         if not request.cache_prefix:
             self._cached.clear()
         started = time.perf_counter()
@@ -277,15 +275,6 @@ class LlamaCppBackend:
         if reason == "eos":
             text = truncate_at_stop(self._text(tokens), request.stop)[0]
         return GenerateResult(text, len(tokens), reason)
-
-    def _fit_prompt(self, prompt: list[int], max_new_tokens: int) -> list[int]:
-        room = self.context_tokens - max_new_tokens
-        if room < 1:
-            raise BackendError(
-                f"max_new_tokens={max_new_tokens} leaves no room for the prompt in the "
-                f"{self.context_tokens}-token context"
-            )
-        return prompt[-room:] if len(prompt) > room else prompt
 
     def choose(
         self,
