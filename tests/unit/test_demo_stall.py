@@ -1,9 +1,9 @@
-"""What the demo says when its tasks are not final in time (``cli/demo_cmd.py``):
+"""What the demo says when its tasks are not final in time (``cli/_demo_wait.py``):
 which tasks are open and what each runner last said about a task, not "no consensus"."""
 
 from __future__ import annotations
 
-from quorumbench.cli.demo_cmd import stall_report
+from quorumbench.cli._demo_wait import stall_report
 
 ALICE = """\
 [12/06/26 17:56:51] INFO     model code runs in a bwrap sandbox: no network, 18078 MB of address

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -32,19 +31,18 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import httpx
 import typer
 from pydantic import SecretStr
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from quorumbench.cli._console import escape, make_console
 from quorumbench.cli._demo_pool import print_demo_pool
+from quorumbench.cli._demo_wait import RunnerProcess, demo_tasks, wait_for_consensus
 from quorumbench.cli._options import DatasetsDir
 from quorumbench.errors import ConfigError, ConflictError, QuorumError
-from quorumbench.protocol import TaskStatus
 from quorumbench.runner.client import ServerClient
 from quorumbench.runner.keys import create_key
 
@@ -70,14 +68,6 @@ class DemoOptions:
     datasets_dir: Path | None = None
     cache_dir: Path | None = None
     timeout_s: float = 1200.0
-
-
-@dataclass
-class RunnerProcess:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    log: IO[bytes]
 
 
 def run_demo(options: DemoOptions, console: Console) -> None:
@@ -158,8 +148,8 @@ def run_demo(options: DemoOptions, console: Console) -> None:
                 ctx.scheduling_at = epoch_start(ctx, max(t["epoch"] for t in pending))
                 try:
                     with _runners(server.url, tokens, options, logs, console) as runners:
-                        _wait_for_consensus(
-                            api, [m["id"] for m in models], runners, options, console
+                        wait_for_consensus(
+                            api, [m["id"] for m in models], runners, options.timeout_s, console
                         )
                 finally:
                     ctx.scheduling_at = None
@@ -348,15 +338,8 @@ def _register(api: httpx.Client, token: str, ref: str, name: str, console: Conso
     return body
 
 
-def _tasks(api: httpx.Client, model_ids: list[int]) -> list[dict[str, Any]]:
-    tasks: list[dict[str, Any]] = []
-    for model_id in model_ids:
-        tasks += api.get("/v0/tasks", params={"model_id": model_id, "limit": 500}).json()
-    return tasks
-
-
 def _open_tasks(api: httpx.Client, model_ids: list[int]) -> list[dict[str, Any]]:
-    return [t for t in _tasks(api, model_ids) if not t["final"]]
+    return [t for t in demo_tasks(api, model_ids) if not t["final"]]
 
 
 @contextmanager
@@ -445,80 +428,6 @@ def _sandbox_flags(console: Console) -> list[str]:
         f"the runners evaluate model code in a {escape(sandbox.tool)} sandbox", highlight=False
     )
     return ["--sandbox", sandbox.tool]
-
-
-def _wait_for_consensus(
-    api: httpx.Client,
-    model_ids: list[int],
-    runners: list[RunnerProcess],
-    options: DemoOptions,
-    console: Console,
-) -> None:
-    deadline = time.monotonic() + options.timeout_s
-    # The epoch the demo's tasks were made in (held while the runners work: see
-    # run_demo); a later epoch's tasks, made by a replica or a registration meanwhile,
-    # are not waited for.
-    epoch = max((t["epoch"] for t in _tasks(api, model_ids)), default=None)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task("tasks final", total=None, detail="")
-        while True:
-            tasks = [t for t in _tasks(api, model_ids) if epoch is None or t["epoch"] <= epoch]
-            final = [t for t in tasks if t["final"]]
-            # An open task shows no result count (it would give canaries away).
-            disputed = sum(1 for t in tasks if t["status"] == TaskStatus.DISPUTED)
-            detail = f"{disputed} disputed" if disputed else ""
-            progress.update(bar, total=len(tasks), completed=len(final), detail=detail)
-            if tasks and len(final) == len(tasks):
-                break
-            dead = [r for r in runners if r.process.poll() is not None]
-            if dead:
-                tail = dead[0].log_path.read_text(errors="replace")[-2000:]
-                raise QuorumError(
-                    f"runner {dead[0].name} exited with status {dead[0].process.returncode}; "
-                    f"its log ({dead[0].log_path}) ends with:\n{tail}"
-                )
-            if time.monotonic() > deadline:
-                raise QuorumError(
-                    f"not every task was final after {options.timeout_s:.0f} s; "
-                    + stall_report(tasks, {r.name: r.log_path for r in runners})
-                )
-            time.sleep(1.0)
-
-
-_LEVEL = re.compile(r" (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
-_STAMP = re.compile(r" ?\[[\d/]+ [\d:]+\]$")
-
-
-def _last_task_line(log: Path) -> str:
-    """The last record of a runner's log that is about a task (``task N …``), its
-    wrapped lines joined; "no task yet" when there is none."""
-    text = " ".join(log.read_text(errors="replace").split()) if log.is_file() else ""
-    records = [_STAMP.sub("", r.strip()) for r in _LEVEL.split(text)]
-    about = [r for r in records if re.match(r"task \d+\b", r)]
-    return about[-1] if about else "no task yet"
-
-
-def stall_report(tasks: list[dict[str, Any]], logs: dict[str, Path]) -> str:
-    """What is still open (task, benchmark, model, status) and what each runner last
-    said about a task (its log's last ``task N …`` line), in one message."""
-    open_tasks = [t for t in tasks if not t["final"]]
-    described = [
-        f"task {t['id']} ({t['benchmark']['name']} on {t['model']['name']}, {t['status']})"
-        for t in open_tasks
-    ]
-    said = [f"{name}: {_last_task_line(path)}" for name, path in logs.items()]
-    return (
-        f"{len(tasks) - len(open_tasks)} of {len(tasks)} final; still open: "
-        f"{', '.join(described) or 'none'}; the runners last said: {'; '.join(said)} "
-        f"(their logs: {next(iter(logs.values())).parent if logs else '-'})"
-    )
 
 
 def _print_results(api: httpx.Client, options: DemoOptions, console: Console) -> None:

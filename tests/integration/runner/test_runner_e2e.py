@@ -34,6 +34,10 @@ def live(tmp_path, smollm2_gguf) -> Iterator[EmbeddedServer]:
         registrations_per_week=100,
         quota_evaluations=0,
         canary_rate=0.0,
+        # one epoch for the whole test: the server runs on the real clock, and an hour
+        # that turned mid-test (CI, 2026-12-06, 19:00) gave the last runner the next
+        # epoch's task where the test expects no work
+        epoch_seconds=10**9,
     )
     with EmbeddedServer(create_app(settings)) as server:
         yield server
