@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from quorumbench.backends._files import require
 from quorumbench.backends._plugin import BackendOptions
 from quorumbench.backends._prefix import common_prefix_len, fit_prompt
@@ -75,9 +77,6 @@ class LlamaCppBackend:
     """A GGUF model loaded by llama.cpp, answering generation and choice requests."""
 
     def __init__(self, llama: Any, info: ModelInfo) -> None:
-        import numpy
-
-        self._np = numpy
         self._llama = llama
         self._info = info
         self._vocab = int(llama.n_vocab())
@@ -187,13 +186,13 @@ class LlamaCppBackend:
 
     # -- the decoder ----------------------------------------------------------------
 
-    def _prefill(self, tokens: list[int]) -> None:
+    def _prefill(self, tokens: list[int]) -> Any:
         """Make the context hold exactly ``tokens`` (reusing the longest cached prefix;
-        at least the last token is decoded again, so its logits are fresh); an empty
-        prompt is the end-of-text token."""
+        at least the last token is decoded again, so its logits are fresh) and return
+        the last position's logits; an empty prompt is the end-of-text token."""
         tokens = tokens or [int(self._llama.token_eos())]
         keep = min(common_prefix_len(self._cached, tokens), len(tokens) - 1)
-        self._decode(tokens[keep:], keep, all_logits=False)
+        return self._decode(tokens[keep:], keep, all_logits=False)
 
     def _decode(self, tokens: list[int], at: int, *, all_logits: bool) -> Any:
         """Decode ``tokens`` at positions ``at``…; the logits of every one of them
@@ -216,12 +215,12 @@ class LlamaCppBackend:
                 rows.append(self._logits(len(chunk)).copy())
         llama.n_tokens = len(self._cached)
         if all_logits:
-            return self._np.concatenate(rows)
+            return np.concatenate(rows)
         return self._logits(1)[-1]
 
     def _logits(self, rows: int) -> Any:
         pointer = self._llama._ctx.get_logits()
-        return self._np.ctypeslib.as_array(pointer, shape=(rows, self._vocab))
+        return np.ctypeslib.as_array(pointer, shape=(rows, self._vocab))
 
     # -- requests -------------------------------------------------------------------
 
@@ -248,23 +247,20 @@ class LlamaCppBackend:
         if not request.cache_prefix:
             self._cached.clear()
         started = time.perf_counter()
-        self._prefill(prompt)
-        logits = self._logits(1)[-1]
+        logits = self._prefill(prompt)
         first_at = time.perf_counter()
         if usage is not None:
             usage.add_prompt_tokens(len(prompt))
             usage.add_first_token(first_at - started)
         tokens: list[int] = []
         reason: FinishReason | None = None
-        text = ""
         while reason is None:
             token = int(logits.argmax())
             if token in self._eos and not request.ignore_eos:
                 reason = "eos"
                 break
             tokens.append(token)
-            text, stopped = truncate_at_stop(self._text(tokens), request.stop)
-            if stopped:
+            if truncate_at_stop(self._text(tokens), request.stop)[1]:
                 reason = "stop"
             elif len(tokens) >= request.max_new_tokens:
                 reason = "length"
@@ -272,8 +268,7 @@ class LlamaCppBackend:
                 logits = self._decode([token], len(self._cached), all_logits=False)
         if usage is not None:
             usage.add_decode(time.perf_counter() - first_at)
-        if reason == "eos":
-            text = truncate_at_stop(self._text(tokens), request.stop)[0]
+        text = truncate_at_stop(self._text(tokens), request.stop)[0]
         return GenerateResult(text, len(tokens), reason)
 
     def choose(
@@ -317,7 +312,6 @@ class LlamaCppBackend:
         if keep < len(head):
             self._decode(head[keep:], keep, all_logits=False)
         logits = self._decode([context[-1], *continuation[:-1]], len(head), all_logits=True)
-        np = self._np
         logits = logits.astype(np.float64)
         peak = logits.max(axis=1, keepdims=True)
         log_norm = peak[:, 0] + np.log(np.exp(logits - peak).sum(axis=1))
