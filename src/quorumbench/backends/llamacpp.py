@@ -2,9 +2,10 @@
 
 transformers de-quantizes a GGUF file into float32 (``backends/gguf.py``): a 7B Q4
 model becomes 28 GB, and a CPU decodes it several times slower than llama.cpp runs the
-file itself (SmolLM2-135M Q4_1 on two cores, batch 1: 107 tokens/s here against 16
-through transformers; ``design/llamacpp-engine.md``). This backend loads the file with
-llama-cpp-python and drives llama.cpp's decoder directly:
+file itself (SmolLM2-135M Q4_1 on two cores, batch 1: about 100 tokens/s here against
+16 through transformers; ``design/0003-gguf-on-llama-cpp.md``). This backend loads the
+file with llama.cpp's C API (``backends/_llama_lib.py``, the prebuilt library of the
+``xllamacpp`` wheel) and drives its decoder directly:
 
 * Generation: greedy (argmax of the last position's logits, first index on ties),
   until EOS, a stop sequence (the text is cut at the first one, as the transformers
@@ -30,12 +31,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from quorumbench.backends._files import require
+from quorumbench.backends._llama_lib import XLLAMACPP_VERSION, LlamaModel
 from quorumbench.backends._plugin import BackendOptions
 from quorumbench.backends._prefix import common_prefix_len, fit_prompt
 from quorumbench.errors import BackendError, ModelLoadError
@@ -76,15 +79,15 @@ def load_llamacpp_backend(ref: ModelRef, options: BackendOptions) -> ModelBacken
 class LlamaCppBackend:
     """A GGUF model loaded by llama.cpp, answering generation and choice requests."""
 
-    def __init__(self, llama: Any, info: ModelInfo) -> None:
+    def __init__(self, llama: LlamaModel, info: ModelInfo) -> None:
         self._llama = llama
         self._info = info
-        self._vocab = int(llama.n_vocab())
-        self._eos = {int(llama.token_eos())}
+        self._vocab = llama.n_vocab
+        self._eos = {llama.eos}
         eot = _metadata_int(llama, "tokenizer.ggml.eot_token_id")
         if eot is not None:
             self._eos.add(eot)
-        self._template = llama.metadata.get("tokenizer.chat_template")
+        self._template = llama.metadata("tokenizer.chat_template")
         self._cached: list[int] = []
         """The tokens whose keys and values the context holds, in order."""
 
@@ -92,41 +95,17 @@ class LlamaCppBackend:
     def load(
         cls, path: Path, ref: ModelRef, revision: str, *, threads: int | None = None
     ) -> LlamaCppBackend:
-        require("llama_cpp", extra="llamacpp")
-        import llama_cpp
-
-        # llama-cpp-python's default is half the cores; torch's (the other engine) all
+        # llama.cpp's default is 4 threads; torch's (the other engine) all cores
         threads = threads or os.cpu_count() or 1
-
-        def open_with(window: int) -> Any:
-            try:
-                return llama_cpp.Llama(
-                    model_path=str(path),
-                    n_ctx=window,
-                    n_batch=min(BATCH_TOKENS, window),
-                    n_threads=threads,
-                    n_threads_batch=threads,
-                    logits_all=False,
-                    seed=0,
-                    verbose=False,
-                )
-            except (ValueError, RuntimeError) as exc:
-                raise ModelLoadError(f"llama.cpp cannot load {path}: {exc}") from exc
-
-        llama = open_with(MAX_CONTEXT)
-        arch = llama.metadata.get("general.architecture")
-        trained = _metadata_int(llama, f"{arch}.context_length")
-        if trained is not None and trained < MAX_CONTEXT:  # the model's own window
-            llama.close()
-            llama = open_with(trained)
+        llama = LlamaModel(path, n_ctx=MAX_CONTEXT, n_batch=BATCH_TOKENS, threads=threads)
         info = ModelInfo(
             ref=ref.canonical(),
             backend="llamacpp",
             revision=revision,
-            is_chat="tokenizer.chat_template" in llama.metadata,
+            is_chat=llama.metadata("tokenizer.chat_template") is not None,
             device="cpu",
             dtype=_file_type(llama),
-            details={"engine": ENGINE, "llama_cpp_python": llama_cpp.__version__},
+            details={"engine": ENGINE, "xllamacpp": XLLAMACPP_VERSION},
         )
         return cls(llama, info)
 
@@ -136,18 +115,17 @@ class LlamaCppBackend:
 
     @property
     def context_tokens(self) -> int:
-        return int(self._llama.n_ctx())
+        return self._llama.n_ctx
 
     # -- tokens ---------------------------------------------------------------------
 
     def _tokens(self, text: str, *, special: bool = False) -> list[int]:
         if not text:
             return []
-        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+        return self._llama.tokenize(text.encode("utf-8"), special=special)
 
     def _text(self, tokens: Sequence[int]) -> str:
-        data: bytes = self._llama.detokenize(list(tokens))
-        return data.decode("utf-8", errors="replace")
+        return self._llama.detokenize(list(tokens)).decode("utf-8", errors="replace")
 
     def count_tokens(self, text: str) -> int:
         return len(self._tokens(text))
@@ -158,17 +136,18 @@ class LlamaCppBackend:
             return self._tokens(prompt.text)
         if self._template is None:
             raise ModelLoadError(f"{self._info.ref} has no chat template for a chat prompt")
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        from jinja2 import TemplateError
 
         llama = self._llama
-        formatter = Jinja2ChatFormatter(
-            template=self._template,
-            eos_token=self._text([llama.token_eos()]) if llama.token_eos() >= 0 else "",
-            bos_token=self._text([llama.token_bos()]) if llama.token_bos() >= 0 else "",
-            add_generation_prompt=True,
-        )
-        messages = [{"role": m.role, "content": m.content} for m in prompt.messages or ()]
-        rendered = formatter(messages=messages).prompt
+        try:
+            rendered = render_chat_template(
+                self._template,
+                [{"role": m.role, "content": m.content} for m in prompt.messages or ()],
+                bos_token=self._text([llama.bos]) if llama.bos >= 0 else "",
+                eos_token=self._text([llama.eos]) if llama.eos >= 0 else "",
+            )
+        except TemplateError as exc:
+            raise BackendError(f"{self._info.ref}'s chat template failed: {exc}") from exc
         return self._tokens(rendered, special=True)
 
     def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
@@ -180,7 +159,7 @@ class LlamaCppBackend:
             context = context[:-spaces]
         whole = self._tokens(context + continuation)
         if not context:
-            return [int(self._llama.token_eos())], whole
+            return [self._llama.eos], whole
         ctx = self._tokens(context)
         return ctx, whole[len(ctx) :]
 
@@ -190,7 +169,7 @@ class LlamaCppBackend:
         """Make the context hold exactly ``tokens`` (reusing the longest cached prefix;
         at least the last token is decoded again, so its logits are fresh) and return
         the last position's logits; an empty prompt is the end-of-text token."""
-        tokens = tokens or [int(self._llama.token_eos())]
+        tokens = tokens or [self._llama.eos]
         keep = min(common_prefix_len(self._cached, tokens), len(tokens) - 1)
         return self._decode(tokens[keep:], keep, all_logits=False)
 
@@ -202,25 +181,20 @@ class LlamaCppBackend:
             raise BackendError(
                 f"{at + len(tokens)} tokens do not fit the {self.context_tokens}-token context"
             )
-        llama._ctx.kv_cache_seq_rm(-1, at, -1)
+        llama.forget_from(at)
         del self._cached[at:]
         rows = []
-        step = int(llama.n_batch)  # what one llama_decode call may take
+        pointer = None
+        step = llama.n_batch  # what one llama_decode call may take
         for start in range(0, len(tokens), step):
             chunk = tokens[start : start + step]
-            llama._batch.set_batch(batch=chunk, n_past=at + start, logits_all=all_logits)
-            llama._ctx.decode(llama._batch)
+            pointer = llama.decode(chunk, at + start, all_logits=all_logits)
             self._cached.extend(chunk)
             if all_logits:
-                rows.append(self._logits(len(chunk)).copy())
-        llama.n_tokens = len(self._cached)
+                rows.append(np.ctypeslib.as_array(pointer, shape=(len(chunk), self._vocab)).copy())
         if all_logits:
             return np.concatenate(rows)
-        return self._logits(1)[-1]
-
-    def _logits(self, rows: int) -> Any:
-        pointer = self._llama._ctx.get_logits()
-        return np.ctypeslib.as_array(pointer, shape=(rows, self._vocab))
+        return np.ctypeslib.as_array(pointer, shape=(1, self._vocab))[0]
 
     # -- requests -------------------------------------------------------------------
 
@@ -323,8 +297,45 @@ class LlamaCppBackend:
         self._llama.close()
 
 
-def _metadata_int(llama: Any, key: str) -> int | None:
-    value = llama.metadata.get(key)
+def render_chat_template(
+    template: str, messages: list[dict[str, str]], *, bos_token: str, eos_token: str
+) -> str:
+    """A chat template rendered as transformers renders it (``apply_chat_template``:
+    a sandboxed Jinja environment with ``trim_blocks``, ``lstrip_blocks``, loop
+    controls, ``raise_exception``, ``strftime_now`` and ``tojson``), ending with the
+    generation prompt. ``strftime_now`` reads UTC, so runners in other time zones
+    render the same prompt."""
+    rendered = _compiled(template).render(
+        messages=messages, bos_token=bos_token, eos_token=eos_token, add_generation_prompt=True
+    )
+    return str(rendered)
+
+
+@cache
+def _compiled(template: str) -> Any:
+    import json
+
+    from jinja2 import TemplateError
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    def tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, **kw: Any) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, **kw)
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+    )
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now(UTC).strftime(fmt)
+    return env.from_string(template)
+
+
+def _metadata_int(llama: LlamaModel, key: str) -> int | None:
+    value = llama.metadata(key)
     try:
         return int(value) if value is not None else None
     except ValueError:
@@ -334,7 +345,7 @@ def _metadata_int(llama: Any, key: str) -> int | None:
 _FILE_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1"}
 
 
-def _file_type(llama: Any) -> str:
+def _file_type(llama: LlamaModel) -> str:
     """The GGUF's quantization as llama.cpp names it (``general.file_type``)."""
     code = _metadata_int(llama, "general.file_type")
     if code is None:

@@ -1,0 +1,300 @@
+"""llama.cpp's C API, the part the llama.cpp backend calls, through ctypes.
+
+The library is llama.cpp as the ``xllamacpp`` wheel ships it: a prebuilt manylinux2014
+CPU build (glibc 2.17, AVX2/FMA; 28 MB to download, nothing to compile) whose module
+exports llama.h's functions. xllamacpp's own Python API is llama.cpp's server (no
+per-position logits, which log-likelihood scoring needs), so this module declares the
+C functions it uses itself. ``design/0003-gguf-on-llama-cpp.md`` says why this build and
+not llama-cpp-python (which compiles llama.cpp for minutes on install).
+
+The structures below are llama.h of exactly that build (xllamacpp's tag
+``v2026.4.8929``, ``src/llama.cpp/include/llama.h``): a struct passed by value must
+match the library byte for byte, so another xllamacpp version is refused
+(:func:`library`), and ``tests/unit/backends/test_llama_lib.py`` reads every default
+llama.cpp sets to check the layout.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from quorumbench.errors import BackendError, MissingDependencyError, ModelLoadError
+
+XLLAMACPP_VERSION = "2026.4.8929"
+"""The xllamacpp wheel whose llama.cpp this module is written against."""
+INSTALL = f"pip install 'xllamacpp=={XLLAMACPP_VERSION}'"
+
+_p = ctypes.c_void_p
+_i32 = ctypes.c_int32
+_u32 = ctypes.c_uint32
+_f32 = ctypes.c_float
+_bool = ctypes.c_bool
+_enum = ctypes.c_int
+
+
+class ModelParams(ctypes.Structure):
+    """``struct llama_model_params``."""
+
+    _fields_ = [
+        ("devices", _p),
+        ("tensor_buft_overrides", _p),
+        ("n_gpu_layers", _i32),
+        ("split_mode", _enum),
+        ("main_gpu", _i32),
+        ("tensor_split", _p),
+        ("progress_callback", _p),
+        ("progress_callback_user_data", _p),
+        ("kv_overrides", _p),
+        ("vocab_only", _bool),
+        ("use_mmap", _bool),
+        ("use_direct_io", _bool),
+        ("use_mlock", _bool),
+        ("check_tensors", _bool),
+        ("use_extra_bufts", _bool),
+        ("no_host", _bool),
+        ("no_alloc", _bool),
+    ]
+
+
+class ContextParams(ctypes.Structure):
+    """``struct llama_context_params``."""
+
+    _fields_ = [
+        ("n_ctx", _u32),
+        ("n_batch", _u32),
+        ("n_ubatch", _u32),
+        ("n_seq_max", _u32),
+        ("n_threads", _i32),
+        ("n_threads_batch", _i32),
+        ("rope_scaling_type", _enum),
+        ("pooling_type", _enum),
+        ("attention_type", _enum),
+        ("flash_attn_type", _enum),
+        ("rope_freq_base", _f32),
+        ("rope_freq_scale", _f32),
+        ("yarn_ext_factor", _f32),
+        ("yarn_attn_factor", _f32),
+        ("yarn_beta_fast", _f32),
+        ("yarn_beta_slow", _f32),
+        ("yarn_orig_ctx", _u32),
+        ("defrag_thold", _f32),
+        ("cb_eval", _p),
+        ("cb_eval_user_data", _p),
+        ("type_k", _enum),
+        ("type_v", _enum),
+        ("abort_callback", _p),
+        ("abort_callback_data", _p),
+        ("embeddings", _bool),
+        ("offload_kqv", _bool),
+        ("no_perf", _bool),
+        ("op_offload", _bool),
+        ("swa_full", _bool),
+        ("kv_unified", _bool),
+        ("samplers", _p),
+        ("n_samplers", ctypes.c_size_t),
+    ]
+
+
+class Batch(ctypes.Structure):
+    """``struct llama_batch`` (token input; ``embd`` stays NULL)."""
+
+    _fields_ = [
+        ("n_tokens", _i32),
+        ("token", ctypes.POINTER(_i32)),
+        ("embd", ctypes.POINTER(_f32)),
+        ("pos", ctypes.POINTER(_i32)),
+        ("n_seq_id", ctypes.POINTER(_i32)),
+        ("seq_id", ctypes.POINTER(ctypes.POINTER(_i32))),
+        ("logits", ctypes.POINTER(ctypes.c_int8)),
+    ]
+
+
+_LOG_CALLBACK = ctypes.CFUNCTYPE(None, _enum, ctypes.c_char_p, _p)
+_FLOATS = ctypes.POINTER(_f32)
+_TOKENS = ctypes.POINTER(_i32)
+
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "llama_backend_init": (None, []),
+    "llama_log_set": (None, [_LOG_CALLBACK, _p]),
+    "llama_model_default_params": (ModelParams, []),
+    "llama_context_default_params": (ContextParams, []),
+    "llama_model_load_from_file": (_p, [ctypes.c_char_p, ModelParams]),
+    "llama_model_free": (None, [_p]),
+    "llama_init_from_model": (_p, [_p, ContextParams]),
+    "llama_free": (None, [_p]),
+    "llama_model_get_vocab": (_p, [_p]),
+    "llama_model_n_ctx_train": (_i32, [_p]),
+    "llama_model_meta_val_str": (_i32, [_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
+    "llama_vocab_n_tokens": (_i32, [_p]),
+    "llama_vocab_bos": (_i32, [_p]),
+    "llama_vocab_eos": (_i32, [_p]),
+    "llama_n_ctx": (_u32, [_p]),
+    "llama_n_batch": (_u32, [_p]),
+    "llama_tokenize": (_i32, [_p, ctypes.c_char_p, _i32, _TOKENS, _i32, _bool, _bool]),
+    "llama_detokenize": (_i32, [_p, _TOKENS, _i32, ctypes.c_char_p, _i32, _bool, _bool]),
+    "llama_get_memory": (_p, [_p]),
+    "llama_memory_seq_rm": (_bool, [_p, _i32, _i32, _i32]),
+    "llama_batch_init": (Batch, [_i32, _i32, _i32]),
+    "llama_batch_free": (None, [Batch]),
+    "llama_decode": (_i32, [_p, Batch]),
+    "llama_get_logits": (_FLOATS, [_p]),
+    "llama_print_system_info": (ctypes.c_char_p, []),
+}
+
+
+def _drop_log(level: int, text: bytes | None, user_data: int | None) -> None:
+    """llama.cpp's log lines are dropped: a runner's output is its own."""
+
+
+_quiet = _LOG_CALLBACK(_drop_log)
+
+
+def _library_path() -> Path:
+    try:
+        installed = version("xllamacpp")
+    except PackageNotFoundError:
+        raise MissingDependencyError("xllamacpp", "gguf", install=INSTALL) from None
+    if installed != XLLAMACPP_VERSION:
+        raise MissingDependencyError(
+            f"xllamacpp=={XLLAMACPP_VERSION} (found {installed}: its llama.cpp structures "
+            "may differ from the ones declared here)",
+            "gguf",
+            install=INSTALL,
+        )
+    spec = importlib.util.find_spec("xllamacpp")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    found = sorted(p for folder in folders for p in Path(folder).glob("xllamacpp*.so"))
+    if not found:
+        raise MissingDependencyError("xllamacpp's library (xllamacpp*.so)", "gguf", install=INSTALL)
+    return found[0]
+
+
+@cache
+def library() -> ctypes.CDLL:
+    """The llama.cpp library, its functions declared, its logging silenced, its
+    backends initialised (once per process)."""
+    path = _library_path()
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:  # a missing libgomp.so.1 or libstdc++, for one
+        raise ModelLoadError(f"cannot load llama.cpp from {path}: {exc}") from exc
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    lib.llama_log_set(_quiet, None)
+    lib.llama_backend_init()
+    return lib
+
+
+class LlamaModel:
+    """One GGUF file and one context over it (one sequence, ``n_ctx`` tokens)."""
+
+    def __init__(self, path: Path, *, n_ctx: int, n_batch: int, threads: int) -> None:
+        lib = self._lib = library()
+        params = lib.llama_model_default_params()
+        params.n_gpu_layers = 0  # the CPU build; a GPU is vLLM's (issue 29)
+        model = lib.llama_model_load_from_file(str(path).encode(), params)
+        if not model:
+            raise ModelLoadError(f"llama.cpp cannot load {path} (not a GGUF model it knows)")
+        self._model = model
+        self._ctx: int | None = None
+        self._batch: Batch | None = None
+        self.vocab = lib.llama_model_get_vocab(model)
+        self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
+        trained = int(lib.llama_model_n_ctx_train(model))
+        window = min(n_ctx, trained) if trained > 0 else n_ctx
+        context = lib.llama_context_default_params()
+        context.n_ctx = window
+        context.n_batch = context.n_ubatch = min(n_batch, window)
+        context.n_threads = context.n_threads_batch = threads
+        self._ctx = lib.llama_init_from_model(model, context)
+        if not self._ctx:
+            self.close()
+            raise ModelLoadError(f"llama.cpp cannot make a {window}-token context for {path}")
+        self.n_ctx = int(lib.llama_n_ctx(self._ctx))
+        self.n_batch = int(lib.llama_n_batch(self._ctx))
+        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
+        self._memory = lib.llama_get_memory(self._ctx)
+
+    @property
+    def bos(self) -> int:
+        return int(self._lib.llama_vocab_bos(self.vocab))
+
+    @property
+    def eos(self) -> int:
+        return int(self._lib.llama_vocab_eos(self.vocab))
+
+    def metadata(self, key: str) -> str | None:
+        """A GGUF metadata value as text, or None when the file has no such key."""
+        size = 256
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            n = self._lib.llama_model_meta_val_str(self._model, key.encode(), buffer, size)
+            if n < 0:
+                return None
+            if n < size:
+                return buffer.value.decode("utf-8", errors="replace")
+            size = n + 1
+
+    def tokenize(self, text: bytes, *, special: bool) -> list[int]:
+        """Token ids of ``text``, without BOS; ``special`` parses control-token text."""
+        room = len(text) + 8
+        while True:
+            out = (_i32 * room)()
+            n = self._lib.llama_tokenize(self.vocab, text, len(text), out, room, False, special)
+            if n >= 0:
+                return list(out[:n])
+            room = -n
+
+    def detokenize(self, tokens: list[int]) -> bytes:
+        """The bytes of ``tokens`` (control tokens render as nothing)."""
+        if not tokens:
+            return b""
+        ids = (_i32 * len(tokens))(*tokens)
+        room = 8 * len(tokens) + 16
+        while True:
+            out = ctypes.create_string_buffer(room)
+            n = self._lib.llama_detokenize(self.vocab, ids, len(tokens), out, room, False, False)
+            if n >= 0:
+                return out.raw[:n]
+            room = -n
+
+    def forget_from(self, position: int) -> None:
+        """Drop the KV cache from ``position`` on."""
+        self._lib.llama_memory_seq_rm(self._memory, -1, position, -1)
+
+    def decode(self, tokens: list[int], at: int, *, all_logits: bool) -> Any:
+        """Decode at most ``n_batch`` tokens at positions ``at``…; a pointer to the
+        logits of every one of them (``all_logits``) or of the last one."""
+        batch = self._batch
+        assert batch is not None and 0 < len(tokens) <= self.n_batch
+        last = len(tokens) - 1
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = at + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1 if all_logits or i == last else 0
+        batch.n_tokens = len(tokens)
+        status = self._lib.llama_decode(self._ctx, batch)
+        if status != 0:
+            raise BackendError(f"llama_decode failed (status {status}) at position {at}")
+        return self._lib.llama_get_logits(self._ctx)
+
+    def close(self) -> None:
+        lib = self._lib
+        if self._batch is not None:
+            lib.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx:
+            lib.llama_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            lib.llama_model_free(self._model)
+            self._model = None
