@@ -45,14 +45,27 @@ from pydantic import (
 
 from quorumbench.errors import UnsupportedProtocolError
 
-PROTOCOL_VERSION: Final = "1.2"
+PROTOCOL_VERSION: Final = "1.3"
 """The protocol this code speaks. Runners from before the protocol was versioned send
 no version and speak 1.0 (their bodies are exactly 1.0's). 1.1 added a result's
-``measurements`` (issue 18); 1.2 added edge tasks (:data:`EDGE_SINCE`)."""
+``measurements`` (issue 18); 1.2 added edge tasks (:data:`EDGE_SINCE`); 1.3 added
+engines (:data:`ENGINE_SINCE`)."""
 EDGE_SINCE: Final = "1.2"
 """The first version that runs edge tasks (a task whose benchmark has ``kind`` "edge",
 answered with an :class:`EdgeSubmission`). The server leases them only to runners that
 say they speak it: an older runner would not know what to do with one."""
+ENGINE_SINCE: Final = "1.3"
+"""The first version in which a task names the engine that evaluates it
+(``TaskModel.engine``), a runner lists the engines it has (``LeaseRequest.engines``) and
+a result names the engine that made it (``ResultPayload.engine``)."""
+Engine = Literal["transformers", "llamacpp", "endpoint"]
+"""An engine family: results of one task all come from one, as their numbers differ
+across engines (quantized kernels, de-quantized float32, a remote server)."""
+ENGINES: Final[tuple[Engine, ...]] = ("transformers", "llamacpp", "endpoint")
+LEGACY_ENGINES: Final[tuple[Engine, ...]] = ("transformers", "endpoint")
+"""What a runner that lists no engines has (every runner before 1.3): it evaluates
+``hf:`` refs and GGUF files de-quantized on transformers and ``openai:`` refs at the
+endpoint."""
 UNVERSIONED: Final = "1.0"
 """What a body without ``protocol_version`` speaks (runners from before versions)."""
 ACCEPTED_MAJORS: Final = frozenset({1})
@@ -142,6 +155,14 @@ class TaskModel(_FromServer):
     revision: str | None = Field(
         None, description="The pinned revision (commit or weights SHA-256) the ref names."
     )
+    engine: Engine | None = added_field(
+        "The engine family that evaluates this model (protocol 1.3, docs/protocol.md "
+        '"Engines"): ``llamacpp`` runs a GGUF file as it is, ``transformers`` runs '
+        "``hf:`` refs, LoRA adapters and (for a model registered before 1.3) GGUF files "
+        "de-quantized, ``endpoint`` is the ``openai:`` endpoint itself. A runner without "
+        "it gives the task back. Absent: the runner's own choice for the ref, which is "
+        "what every runner before 1.3 did."
+    )
 
 
 class TaskBenchmark(_FromServer):
@@ -204,6 +225,12 @@ class LeaseRequest(_FromRunner):
     pull_key: PullKey | None = Field(
         None,
         description="Idempotency key: a retried pull with the same key returns the same lease.",
+    )
+    engines: list[Engine] | None = added_field(
+        "The engines this runner can evaluate with (protocol 1.3): it is offered only "
+        "tasks whose model names one of them (or none). Absent: transformers and "
+        "endpoint, what a runner before 1.3 has.",
+        max_length=len(ENGINES),
     )
 
 
@@ -297,6 +324,7 @@ class Libraries(_SetFieldsOnly):
     gguf: str | None = None
     accelerate: str | None = None
     llama_cpp_python: str | None = None
+    xllamacpp: str | None = None
     httpx: str | None = None
     numpy: str | None = None
 
@@ -335,6 +363,11 @@ class ResultPayload(_FromRunner):
         "Energy, CO2, latency, throughput and memory measured around the evaluation "
         "(docs/efficiency.md): signed and logged with the result, never ranked."
     )
+    engine: Engine | None = added_field(
+        "The engine family that evaluated (protocol 1.3); its version is in "
+        "``hardware.libraries``. The server refuses a result whose engine is not the "
+        "one its task names."
+    )
 
 
 class ResultSignature(_FromRunner):
@@ -360,6 +393,10 @@ class Submission(_FromRunner):
     )
     next_pull_key: PullKey | None = Field(
         None, description="Also pull the next task, with this idempotency key (see ``next``)."
+    )
+    engines: list[Engine] | None = added_field(
+        "The runner's engines for the next pull, as in ``LeaseRequest.engines`` (1.3).",
+        max_length=len(ENGINES),
     )
 
 

@@ -174,6 +174,15 @@ def _library_path() -> Path:
     return found[0]
 
 
+def installed() -> bool:
+    """Whether the pinned xllamacpp is installed (its library is not loaded here)."""
+    try:
+        _library_path()
+    except MissingDependencyError:
+        return False
+    return True
+
+
 @cache
 def library() -> ctypes.CDLL:
     """The llama.cpp library, its functions declared, its logging silenced, its
@@ -181,8 +190,12 @@ def library() -> ctypes.CDLL:
     path = _library_path()
     try:
         lib = ctypes.CDLL(str(path))
-    except OSError as exc:  # a missing libgomp.so.1 or libstdc++, for one
-        raise ModelLoadError(f"cannot load llama.cpp from {path}: {exc}") from exc
+    except OSError as exc:  # a missing libgomp.so.1 or libstdc++: this machine's setup
+        raise MissingDependencyError(
+            f"the system libraries llama.cpp needs ({exc})",
+            "gguf",
+            install="apt-get install libgomp1 libstdc++6",
+        ) from exc
     for name, (restype, argtypes) in _SIGNATURES.items():
         function = getattr(lib, name)
         function.restype = restype

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from quorumbench.backends._plugin import BackendOptions
 from quorumbench.backends._registry import resolve_bundled
-from quorumbench.errors import ModelLoadError
+from quorumbench.errors import ConfigError, ModelLoadError
 from quorumbench.evaluation.backend import ModelBackend
 from quorumbench.evaluation.refs import ModelRef, parse_ref
 
@@ -50,9 +50,11 @@ class LocalModel:
         """False for a GGUF file whose conversion is not in the cache yet."""
         return self.gguf_file is None or (self.directory / MARKER).is_file()
 
-    def paths(self) -> tuple[Path, ...]:
-        """Every file or directory loading reads (a sandbox binds these read-only)."""
-        found = [self.directory] if self.converted else []
+    def paths(self, *, converted: bool = True) -> tuple[Path, ...]:
+        """Every file or directory loading reads (a sandbox binds these read-only);
+        without the conversion of a GGUF file when ``converted`` is false (llama.cpp
+        reads the file itself)."""
+        found = [self.directory] if converted and self.converted else []
         found += [p for p in (self.adapter, self.gguf_file) if p is not None]
         return tuple(_with_link_targets(found))
 
@@ -129,10 +131,31 @@ def fetch_model(ref: str | ModelRef, options: BackendOptions) -> LocalModel:
     )
 
 
+def on_llama_cpp(model: LocalModel, options: BackendOptions) -> bool:
+    """Whether ``model`` runs on llama.cpp: a GGUF file, and the llama.cpp engine."""
+    if options.engine != "llamacpp":
+        return False
+    if model.gguf_file is None or model.adapter is not None:
+        raise ConfigError(
+            f"{model.ref.canonical()} runs on transformers; the llamacpp engine runs GGUF "
+            "files (gguf: and bundled: refs)"
+        )
+    return True
+
+
 def load_local(model: LocalModel, options: BackendOptions) -> ModelBackend:
-    """Load fetched files (converting a GGUF file first if needed); no network."""
+    """Load fetched files (converting a GGUF file first if needed, unless llama.cpp runs
+    it); no network."""
     from quorumbench.backends.gguf import converted_dir
     from quorumbench.backends.hf import load_transformers_dir
+
+    if on_llama_cpp(model, options):
+        from quorumbench.backends.llamacpp import LlamaCppBackend
+
+        assert model.gguf_file is not None
+        return LlamaCppBackend.load(
+            model.gguf_file, model.ref, model.revision, threads=options.threads
+        )
 
     directory = model.directory
     if not model.converted:

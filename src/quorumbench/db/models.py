@@ -109,6 +109,10 @@ class Model(Base):
     the board and the schedule; its tasks, results and log entries stay."""
     family: Mapped[str | None] = mapped_column(String(64), default=None)
     """Its architecture family (``llama``), as detected or as submitted."""
+    engine: Mapped[str | None] = mapped_column(String(16), default=None)
+    """The engine family that evaluates it (``evaluation.refs.engine_for``; protocol
+    1.3): every task of the model names it. Null: the runner's choice (a plugin's
+    scheme)."""
 
     __table_args__ = (
         Index("ix_models_owner_created", "owner_id", "created_at"),
@@ -353,6 +357,9 @@ class Result(Base):
     measurements: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     """What the runner measured around the evaluation (``protocol.Measurements``, as
     signed; None when it sent none): hardware data, never part of consensus."""
+    engine: Mapped[str | None] = mapped_column(String(16), default=None)
+    """The engine family that made it (``ResultPayload.engine``, as signed; None when the
+    runner named none: before protocol 1.3)."""
     hardware_class: Mapped[str | None] = mapped_column(String(200), default=None, index=True)
     """``core.efficiency.hardware_class`` of its machine, set when stored (None for results
     stored before migration 0024; the cross-check then computes it from ``hardware``)."""

@@ -20,6 +20,7 @@ _LIBRARIES = (
     "gguf",
     "accelerate",
     "llama_cpp_python",
+    "xllamacpp",
     "httpx",
     "numpy",
 )

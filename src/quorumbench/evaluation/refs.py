@@ -36,6 +36,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from quorumbench.errors import InvalidRefError
+from quorumbench.protocol import Engine
 
 Scheme = str
 """A ref's scheme: one of :data:`BUILTIN_SCHEMES` or a backend's own (``mock``, ``vllm``…)."""
@@ -88,6 +89,20 @@ class ModelRef:
 
     def __str__(self) -> str:
         return self.canonical()
+
+
+def engine_for(ref: ModelRef) -> Engine | None:
+    """The engine family that evaluates ``ref`` from protocol 1.3 on: a GGUF file (a
+    ``gguf:`` or ``bundled:`` ref) runs as it is on llama.cpp, an ``hf:`` checkpoint or
+    LoRA adapter on transformers, an ``openai:`` ref at its endpoint; a backend
+    plugin's scheme is its own engine (None)."""
+    if ref.scheme in ("gguf", "bundled"):
+        return "llamacpp"
+    if ref.scheme == "hf":
+        return "transformers"
+    if ref.scheme == "openai":
+        return "endpoint"
+    return None
 
 
 def _split_revision(body: str, text: str, allow_moving: bool) -> tuple[str, str | None]:

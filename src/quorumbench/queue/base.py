@@ -12,18 +12,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from quorumbench.protocol import Task
+from quorumbench.protocol import LEGACY_ENGINES, Engine, Task
 
 
 @dataclass(frozen=True)
 class Claimant:
-    """Who is pulling: the runner and the account it belongs to, and whether the
-    runner runs edge tasks (it speaks ``protocol.EDGE_SINCE``; only then is it offered
-    one)."""
+    """Who is pulling: the runner and the account it belongs to, whether the runner
+    runs edge tasks (it speaks ``protocol.EDGE_SINCE``; only then is it offered one),
+    and the engines it has (it is offered only tasks of models evaluated by one)."""
 
     account_id: int
     runner_id: int
     edge: bool = False
+    engines: tuple[Engine, ...] = LEGACY_ENGINES
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from cachetools import LRUCache
 from sqlalchemy import (
+    BindParameter,
     Boolean,
     ColumnElement,
     Connection,
@@ -60,6 +61,8 @@ CLAIM_TRIES = 3
 _ACCOUNT = bindparam("account_id", type_=Integer)
 _EDGE_OK = bindparam("edge_ok", type_=Boolean)
 """Whether the claiming runner runs edge tasks (``Claimant.edge``)."""
+_ENGINES: BindParameter[str] = bindparam("engines", expanding=True)
+"""The engines the claiming runner has (``Claimant.engines``)."""
 _BARRED = Lease.state.in_([literal_column(f"'{state}'") for state in BARRED_STATES])
 """``state IN ('ACTIVE', 'SUBMITTED', 'FAILED')`` with the states written into the SQL."""
 
@@ -75,11 +78,18 @@ def eligible(task: Any) -> list[ColumnElement[bool]]:
     checks are per-row index lookups that the planner cannot turn into a join over
     all of the account's leases. A paused or retired model's tasks are not claimable:
     the owner lookup finds no row for it, and ``NULL != :account_id`` is not true.
-    An edge task is claimable only by a runner that runs them (``:edge_ok``).
+    An edge task is claimable only by a runner that runs them (``:edge_ok``), a model's
+    task only by a runner that has the model's engine (``:engines``; the owner lookup
+    finds no row otherwise).
     """
     owner = (
         select(Model.owner_id)
-        .where(Model.id == task.model_id, Model.paused_at.is_(None), Model.retired_at.is_(None))
+        .where(
+            Model.id == task.model_id,
+            Model.paused_at.is_(None),
+            Model.retired_at.is_(None),
+            or_(Model.engine.is_(None), Model.engine.in_(_ENGINES)),
+        )
         .scalar_subquery()
     )
     held = select(func.count()).where(
@@ -164,6 +174,7 @@ class TaskSources:
                 Model.id.label("model_id"),
                 Model.ref,
                 Model.revision,
+                Model.engine,
                 Benchmark.name,
                 Benchmark.version,
                 Benchmark.prompt_version,
@@ -193,7 +204,7 @@ class TaskSources:
             {"model_id": model_id, "benchmark_id": benchmark_id, "epoch_id": epoch_id},
         ).one()
         found = _Sources(
-            TaskModel(id=row.model_id, ref=row.ref, revision=row.revision),
+            TaskModel(id=row.model_id, ref=row.ref, revision=row.revision, engine=row.engine),
             TaskBenchmark(
                 name=row.name,
                 version=row.version,
@@ -268,7 +279,11 @@ class SqlTaskQueue:
 
         Runs in the caller's write transaction; None when there is no such slot.
         """
-        params: dict[str, Any] = {"account_id": claimant.account_id, "edge_ok": claimant.edge}
+        params: dict[str, Any] = {
+            "account_id": claimant.account_id,
+            "edge_ok": claimant.edge,
+            "engines": list(claimant.engines),
+        }
         if task_id is None:
             statement = self._take_first
             if self._postgres:

@@ -47,9 +47,11 @@ from quorumbench import __version__, errors
 from quorumbench.core.canonical import canonical_json
 from quorumbench.errors import ServerUnavailableError, UnsupportedProtocolError
 from quorumbench.protocol import (
+    ENGINE_SINCE,
     PROTOCOL_VERSION,
     EdgeReport,
     EdgeSubmission,
+    Engine,
     FailureReport,
     Heartbeat,
     HeartbeatAck,
@@ -60,6 +62,7 @@ from quorumbench.protocol import (
     ResultSignature,
     Submission,
     Task,
+    speaks,
 )
 from quorumbench.runner.keys import RunnerKey
 
@@ -206,6 +209,8 @@ class ServerClient:
         self.reached = reached
         """Whether the server has answered this client (until then: one attempt, no retry)."""
         self.protocol_version = protocol_version
+        self.engines: tuple[Engine, ...] | None = None
+        """The engines a pull lists (protocol 1.3); None lists none (a runner before 1.3)."""
         """The wire protocol this runner speaks (sent with every pull and submission)."""
         self._token = token
         self._max_attempts = max(1, max_attempts)
@@ -354,8 +359,12 @@ class ServerClient:
         # be answered with the lease the server made for it.
         key = self._pull_key or uuid.uuid4().hex
         self._pull_key = key
+        engines = self.engines if speaks(self.protocol_version, ENGINE_SINCE) else None
         request = LeaseRequest(
-            protocol_version=self.protocol_version, runner=self.runner, pull_key=key
+            protocol_version=self.protocol_version,
+            runner=self.runner,
+            pull_key=key,
+            engines=None if engines is None else list(engines),
         )
         content = _encode(request)
         try:

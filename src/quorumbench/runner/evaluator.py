@@ -12,11 +12,17 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from quorumbench.backends import BackendOptions, is_remote, load_backend
+from quorumbench.backends import (
+    BackendOptions,
+    _llama_lib,
+    available_engines,
+    is_remote,
+    load_backend,
+)
 from quorumbench.backends.local import sandboxable
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.benchmarks.custom import benchmark_from_spec, default_data_cache
@@ -30,7 +36,7 @@ from quorumbench.evaluation.refs import parse_ref
 from quorumbench.evaluation.remote_data import FetchPolicy
 from quorumbench.evaluation.results import RunResult
 from quorumbench.evaluation.spec import parse_spec
-from quorumbench.protocol import Task, TaskBenchmark
+from quorumbench.protocol import Engine, Task, TaskBenchmark
 from quorumbench.runner.faults import RunnerSetupError, datasets_hint
 from quorumbench.runner.sandbox import Sandbox
 from quorumbench.runner.worker import load_sandboxed
@@ -104,6 +110,7 @@ class TaskEvaluator:
         data_cache_dir: Path | None = None,
         fetch_policy: FetchPolicy | None = None,
         carbon_intensity: str | None = None,
+        engines: tuple[Engine, ...] | None = None,
     ) -> None:
         self.context = BenchmarkContext(datasets_dir, executor=executor)
         self.fetch_policy = fetch_policy or FetchPolicy(allow_private=allow_private_data_urls)
@@ -116,7 +123,9 @@ class TaskEvaluator:
         self._load_backend = backend_loader
         self._load_benchmark = benchmark_loader
         self.sandbox = sandbox
+        self.engines = available_engines() if engines is None else engines
         self._backends: OrderedDict[str, ModelBackend] = OrderedDict()
+        """Loaded models by ref (``ref#engine`` when the task named one)."""
         self._benchmarks: dict[str, Benchmark] = {}
 
     def benchmark(self, name: str) -> Benchmark:
@@ -146,13 +155,20 @@ class TaskEvaluator:
             )
         return self._benchmarks[key]
 
-    def backend(self, ref: str, watch: Callable[[], None] = _no_watch) -> ModelBackend:
+    def backend(
+        self, ref: str, watch: Callable[[], None] = _no_watch, engine: Engine | None = None
+    ) -> ModelBackend:
         """The model behind ``ref``, loaded once and kept (least recently used goes).
 
         ``watch`` is called while a sandboxed model loads; what it raises stops the
         load (and kills the sandbox). A sandboxed model whose worker died is loaded
-        again.
+        again. ``engine`` is the task's (protocol 1.3): a GGUF file runs on llama.cpp or
+        de-quantized on transformers as it says; None leaves the runner's own choice. An
+        engine this runner does not have is a :class:`RunnerSetupError` (the task is
+        given back without a failure).
         """
+        options = self._options_for(ref, engine)
+        key = ref if engine is None else f"{ref}#{engine}"
         if ref.startswith("openai:"):  # evaluated outside the sandbox, with this network
             check_endpoint(parse_ref(ref).location, allow_private=self.allow_private_endpoints)
         if self.sandbox is not None and not sandboxable(ref) and not is_remote(ref):
@@ -161,22 +177,43 @@ class TaskEvaluator:
                 "this runner's sandbox loads only hf:, gguf: and bundled: models; it cannot "
                 "evaluate this model"
             )
-        if ref in self._backends:
-            if getattr(self._backends[ref], "alive", True):
-                self._backends.move_to_end(ref)
-                return self._backends[ref]
-            self.evict(ref)
+        if key in self._backends:
+            if getattr(self._backends[key], "alive", True):
+                self._backends.move_to_end(key)
+                return self._backends[key]
+            self._drop(key)
         while len(self._backends) >= self.max_models:
-            self.evict(next(iter(self._backends)))
+            self._drop(next(iter(self._backends)))
         if self.sandbox is not None and sandboxable(ref):
-            backend: ModelBackend = load_sandboxed(ref, self.options, self.sandbox, watch)
+            backend: ModelBackend = load_sandboxed(ref, options, self.sandbox, watch)
         else:
-            backend = self._load_backend(ref, self.options)
-        self._backends[ref] = backend
+            backend = self._load_backend(ref, options)
+        self._backends[key] = backend
         return backend
 
+    def _options_for(self, ref: str, engine: Engine | None) -> BackendOptions:
+        if engine is None:
+            return self.options
+        if engine not in self.engines:
+            hint = {
+                "llamacpp": f" ({_llama_lib.INSTALL})",
+                "transformers": " (pip install 'quorumbench[hf]')",
+            }
+            raise RunnerSetupError(
+                f"{ref} is evaluated by the {engine} engine, which this runner does not "
+                f"have{hint.get(engine, '')}; the task goes back to other runners"
+            )
+        if engine in ("transformers", "llamacpp"):
+            return replace(self.options, engine=engine)
+        return self.options
+
     def evict(self, ref: str) -> None:
-        backend = self._backends.pop(ref, None)
+        """Close ``ref``'s model, whatever engine it was loaded with."""
+        for key in [k for k in self._backends if k == ref or k.startswith(f"{ref}#")]:
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        backend = self._backends.pop(key, None)
         if backend is not None:
             backend.close()
 

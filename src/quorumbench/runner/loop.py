@@ -41,7 +41,7 @@ from typing import Any, Literal, Protocol
 import httpx
 from rich.console import Console
 
-from quorumbench.backends import BackendOptions
+from quorumbench.backends import BackendOptions, engine_of
 from quorumbench.errors import (
     AuthenticationError,
     ConfigError,
@@ -170,6 +170,7 @@ def result_payload(task_id: int, result: RunResult) -> ResultPayload:
         ),
         model_revision=result.model.get("revision"),
         measurements=result.measurements,
+        engine=engine_of(result.model.get("backend")),
     )
 
 
@@ -339,14 +340,18 @@ class Runner:
         try:
             if is_edge(lease.task):
                 settings = edge_settings(lease.task)
-                backend = self.evaluator.backend(lease.task.model.ref, checkpoint)
+                backend = self.evaluator.backend(
+                    lease.task.model.ref, checkpoint, lease.task.model.engine
+                )
                 stage = "failed"
                 checkpoint()
                 report = run_edge_task(lease.task, settings, backend, checkpoint, self.console)
                 send = partial(self.client.submit_edge, lease, report)
             else:
                 prepared = self.evaluator.prepare(lease.task)
-                backend = self.evaluator.backend(prepared.model_ref, checkpoint)
+                backend = self.evaluator.backend(
+                    prepared.model_ref, checkpoint, lease.task.model.engine
+                )
                 stage = "failed"
                 checkpoint()
                 result = self._evaluate(lease, prepared, backend, checkpoint)
@@ -533,6 +538,8 @@ def build_runner(
         data_cache_dir=settings.cache_dir / "benchmark-data" if settings.cache_dir else None,
         carbon_intensity=settings.carbon_intensity,
     )
+    client.engines = evaluator.engines
+    log.info("engines: %s", ", ".join(evaluator.engines))
     runner = Runner(
         client,
         evaluator,

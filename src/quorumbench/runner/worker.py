@@ -30,9 +30,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from quorumbench.backends import BackendOptions
+from quorumbench.backends import BackendOptions, _llama_lib
 from quorumbench.backends._files import require
-from quorumbench.backends.local import LocalModel, fetch_model
+from quorumbench.backends.local import LocalModel, fetch_model, on_llama_cpp
 from quorumbench.errors import EvaluationTimeoutError, SandboxError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
@@ -322,6 +322,7 @@ def _options_json(options: BackendOptions) -> dict[str, Any]:
         "allow_pickle": options.allow_pickle,
         "trust_remote_code": options.trust_remote_code,
         "threads": options.threads,
+        "engine": options.engine,
     }
 
 
@@ -373,15 +374,20 @@ def load_sandboxed(
     (``MissingDependencyError``), while anything the worker reports is the model's.
     """
     model = fetch_model(ref, options)
-    require("torch", "transformers", extra="hf")
-    if not model.converted:
-        require("gguf", extra="gguf")
-    if model.adapter is not None:
-        require("peft", extra="hf")
+    on_llamacpp = on_llama_cpp(model, options)
+    if on_llamacpp:  # the GGUF file as it is: nothing to convert
+        _llama_lib.library()  # not installed, or not loadable here: this machine's setup
+    else:
+        require("torch", "transformers", extra="hf")
+        if not model.converted:
+            require("gguf", extra="gguf")
+        if model.adapter is not None:
+            require("peft", extra="hf")
     watch()
-    if not model.converted:
+    if not on_llamacpp and not model.converted:
         convert_sandboxed(model, options, sandbox, watch)
-    where = layout(model.paths(), device=options.device, protected=sandbox.protected)
+    paths = model.paths(converted=not on_llamacpp)
+    where = layout(paths, device=options.device, protected=sandbox.protected)
     worker = Worker(sandbox, where, threads=options.threads)
     try:
         message = {"op": "load", "model": model.to_json(), "options": _options_json(options)}
@@ -390,6 +396,7 @@ def load_sandboxed(
         worker.kill()
         raise
     # What was fetched is known here; the worker does not get to say otherwise.
-    info = replace(info, ref=model.ref.canonical(), backend=model.backend, revision=model.revision)
+    backend = "llamacpp" if on_llamacpp else model.backend
+    info = replace(info, ref=model.ref.canonical(), backend=backend, revision=model.revision)
     log.info("model %s loaded in a %s sandbox (pid %s)", ref, sandbox.tool, worker.process.pid)
     return SandboxedBackend(worker, info)

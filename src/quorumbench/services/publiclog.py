@@ -137,6 +137,7 @@ _RESULTS = (
         Result.runtime_s,
         Result.hardware,
         Result.measurements,
+        Result.engine,
         Result.model_revision,
         Result.lease_id,
         Lease.attempt,
@@ -210,6 +211,8 @@ def log_entry(
                 # measured around the evaluation (signed with it); absent when not sent,
                 # so entries of results without them are as they were
                 **({} if r.measurements is None else {"measurements": r.measurements}),
+                # the engine that made it (protocol 1.3, signed); absent when not named
+                **({} if r.engine is None else {"engine": r.engine}),
                 "model_revision": r.model_revision,
                 "lease_id": r.lease_id,
                 "attempt": r.attempt,

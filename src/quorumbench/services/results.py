@@ -36,7 +36,7 @@ from quorumbench.errors import (
     LeaseExpiredError,
     NotFoundError,
 )
-from quorumbench.protocol import ResultPayload, ResultSignature, TaskStatus
+from quorumbench.protocol import LEGACY_ENGINES, ResultPayload, ResultSignature, TaskStatus
 from quorumbench.queue.base import Claimant
 from quorumbench.services.canaries import _canary_wanted, _finish_canary, _settle_as_canary
 from quorumbench.services.context import ServerContext
@@ -81,8 +81,18 @@ def _validate(payload: ResultPayload, task: Any) -> None:
     elif abs(sum(payload.sample_scores) / payload.n - payload.score) > 1e-6:
         problems.append("score is not the mean of sample_scores")
     problems += _prediction_problems(payload)
+    problems += _engine_problems(payload.engine, task.model_engine)
     if problems:
         raise InvalidSubmissionError("; ".join(problems))
+
+
+def _engine_problems(engine: str | None, wanted: str | None) -> list[str]:
+    """A result comes from the engine its task names (so results of two engines never
+    meet in one consensus); a runner before 1.3 names none and used a legacy engine."""
+    if wanted is None or engine == wanted or (engine is None and wanted in LEGACY_ENGINES):
+        return []
+    made_by = f"the {engine} engine" if engine else "a runner that names no engine (before 1.3)"
+    return [f"the result comes from {made_by}; this task's model is evaluated by {wanted}"]
 
 
 def _prediction_problems(payload: ResultPayload) -> list[str]:
@@ -126,6 +136,7 @@ _LEASE = (
         Task.purpose,
         Runner.suspended,
         Model.ref.label("model_ref"),
+        Model.engine.label("model_engine"),
         Benchmark.name.label("benchmark_name"),
         Benchmark.version.label("benchmark_version"),
         Benchmark.dataset_sha256,
@@ -210,6 +221,7 @@ def submit_result(
                 "measurements": None
                 if payload.measurements is None
                 else payload.measurements.model_dump(mode="json"),
+                "engine": payload.engine,
                 "hardware_class": hardware_class(
                     {}
                     if payload.hardware.hardware is None

@@ -150,6 +150,7 @@ class Seed:
         ids = [f"s{i}" for i in range(len(votes[0]))]
         with self.ctx.db.write() as session:
             bench_id = session.scalars(select(Benchmark.id).where(Benchmark.name == bench)).one()
+            engine = session.get_one(Model, self.ids[model]).engine  # as 1.3 runners name it
             task = Task(
                 model_id=self.ids[model],
                 benchmark_id=bench_id,
@@ -190,6 +191,7 @@ class Seed:
                 sample_predictions=[str(x) for x in samples],
                 predictions_sha256=predictions_digest(str(x) for x in samples),
                 runtime_s=1.0,
+                engine=engine,
             )
             status = submit_result(self.ctx, voter, lease_id, 1, payload).task_status
         self.clock.now += timedelta(minutes=7)

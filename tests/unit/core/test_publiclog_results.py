@@ -98,7 +98,7 @@ def entries() -> list[dict]:
 
 def test_old_and_new_results_verify(entries):
     old = entries[0]["entry"]["results"][0]
-    added = (*PREDICTION_FIELDS, "measurements")  # fields added after protocol 1.0
+    added = (*PREDICTION_FIELDS, "measurements", "engine")  # added after protocol 1.0
     assert all(name in old for name in PAYLOAD_FIELDS if name not in added)
     assert "sample_predictions" not in entries[0]["entry"]["results"][0]
     assert check_result_signatures(entries, holds) == ([], 0)

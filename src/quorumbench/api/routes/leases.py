@@ -21,8 +21,10 @@ from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.logs import event
 from quorumbench.protocol import (
     EDGE_SINCE,
+    LEGACY_ENGINES,
     Attempt,
     EdgeSubmission,
+    Engine,
     FailureReport,
     Heartbeat,
     HeartbeatAck,
@@ -65,6 +67,7 @@ def _claimant(
     *,
     pulling: bool = False,
     protocol_version: str | None = None,
+    engines: list[Engine] | None = None,
 ) -> Claimant:
     # A suspended runner may not pull, but may heartbeat, release and submit what it
     # holds: its results are kept for the record and not counted. A protocol version is
@@ -73,14 +76,17 @@ def _claimant(
     if protocol_version is not None:
         check_version(protocol_version)
     claimant = runner_for(ctx, principal, runner, allow_suspended=not pulling, create=pulling)
-    return _with_edge(claimant, protocol_version)
+    return _able(claimant, protocol_version, engines)
 
 
-def _with_edge(claimant: Claimant, protocol_version: str | None) -> Claimant:
-    """``claimant``, offered edge tasks when its runner speaks the protocol that has them."""
-    if protocol_version is None or not speaks(protocol_version, EDGE_SINCE):
-        return claimant
-    return replace(claimant, edge=True)
+def _able(
+    claimant: Claimant, protocol_version: str | None, engines: list[Engine] | None
+) -> Claimant:
+    """``claimant`` with what its runner can do: edge tasks when it speaks the protocol
+    that has them, the engines it lists (those of a runner before 1.3 when none)."""
+    edge = protocol_version is not None and speaks(protocol_version, EDGE_SINCE)
+    has = LEGACY_ENGINES if engines is None else tuple(dict.fromkeys(engines))
+    return replace(claimant, edge=edge, engines=has)
 
 
 def _who(claimant: Claimant) -> dict[str, int]:
@@ -135,6 +141,7 @@ async def pull(
             body.runner,
             pulling=True,
             protocol_version=body.protocol_version,
+            engines=body.engines,
         )
         claim = leases.pull(ctx, claimant, body.pull_key)
         _granted(claimant, claim)
@@ -245,7 +252,7 @@ async def submit(
         following = None
         if body.next_pull_key is not None:
             following = _pull_next(
-                ctx, principal, runner, body.next_pull_key, body.protocol_version
+                ctx, principal, runner, body.next_pull_key, body.protocol_version, body.engines
             )
         return Receipt(**outcome.__dict__, next=following)
 
@@ -255,7 +262,12 @@ async def submit(
 
 
 def _pull_next(
-    ctx: ServerContext, principal: Principal, runner: str, key: str, protocol_version: str
+    ctx: ServerContext,
+    principal: Principal,
+    runner: str,
+    key: str,
+    protocol_version: str,
+    engines: list[Engine] | None,
 ) -> LeaseGrant | None:
     """The next lease for a runner that just submitted; None rather than an error.
 
@@ -264,7 +276,7 @@ def _pull_next(
     ``next: null`` and sees the reason on its next plain pull (same key).
     """
     try:
-        claimant = _with_edge(runner_for(ctx, principal, runner), protocol_version)
+        claimant = _able(runner_for(ctx, principal, runner), protocol_version, engines)
         claim = leases.pull(ctx, claimant, key)
     except (PermissionDeniedError, ServiceUnavailableError):
         return None

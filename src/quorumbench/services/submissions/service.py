@@ -30,6 +30,7 @@ from quorumbench.errors import (
     RateLimitedError,
 )
 from quorumbench.evaluation.endpoints import Resolver
+from quorumbench.evaluation.refs import engine_for
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
 from quorumbench.services.model_metadata import ModelMetadata, inspect_model
@@ -275,6 +276,7 @@ def register_submission(
                 ref=metadata.ref,
                 name=metadata.name,
                 family=metadata.family,
+                engine=engine_for(meta.ref),
                 owner_id=principal.account_id,
                 revision=meta.ref.revision or "",
                 weights_sha256=meta.weights_sha256,
