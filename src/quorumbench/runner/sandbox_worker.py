@@ -66,13 +66,13 @@ class _Worker:
 
     def load(self, message: dict[str, Any]) -> Any:
         from quorumbench.backends import BackendOptions
-        from quorumbench.backends.local import LocalModel, load_local
+        from quorumbench.backends.local import LocalModel, load_local, on_llama_cpp
         from quorumbench.runner.protocol import encode_info
 
         model = LocalModel.from_json(message["model"])
-        if not model.converted:
-            raise RuntimeError("the runner sent a GGUF model that is not converted yet")
         options = BackendOptions(**message["options"])
+        if not model.converted and not on_llama_cpp(model, options):
+            raise RuntimeError("the runner sent a GGUF model that is not converted yet")
         self.backend = load_local(model, options)
         return encode_info(self.backend.info)
 

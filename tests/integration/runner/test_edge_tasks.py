@@ -55,12 +55,13 @@ def live(tmp_path, smollm2_gguf) -> Iterator[EmbeddedServer]:
         yield server
 
 
-def _pull(api: httpx.Client, token: str, version: str) -> httpx.Response:
-    return api.post(
-        "/v0/leases",
-        json={"protocol_version": version, "runner": "probe"},
-        headers={"Authorization": f"Bearer {token}"},
-    )
+def _pull(
+    api: httpx.Client, token: str, version: str, engines: list[str] | None = None
+) -> httpx.Response:
+    body: dict[str, object] = {"protocol_version": version, "runner": "probe"}
+    if engines is not None:
+        body["engines"] = engines
+    return api.post("/v0/leases", json=body, headers={"Authorization": f"Bearer {token}"})
 
 
 def test_runners_measure_an_edge_task_and_verify_checks_it(live, model_cache_dir, tmp_path):
@@ -101,10 +102,15 @@ def test_runners_measure_an_edge_task_and_verify_checks_it(live, model_cache_dir
         assert [o.status for o in scored] == ["submitted"] * 3, scored
         assert scored[-1].detail == "task is DONE"
 
-        # only the edge task is left: a runner of protocol 1.1 is not offered it
+        # only the edge task is left: a runner of protocol 1.1 is not offered it, nor
+        # one of 1.2 (it lists no engines, and would run the GGUF file de-quantized),
+        # nor one of 1.3 without llama.cpp
         assert _pull(api, tokens["late"], "1.1").status_code == 204
-        offered = _pull(api, tokens["late"], "1.2")
+        assert _pull(api, tokens["late"], "1.2").status_code == 204
+        assert _pull(api, tokens["late"], "1.3", ["transformers"]).status_code == 204
+        offered = _pull(api, tokens["late"], "1.3", ["transformers", "llamacpp"])
         assert offered.status_code == 201, offered.text
+        assert offered.json()["task"]["model"]["engine"] == "llamacpp"
         bench = offered.json()["task"]["benchmark"]
         assert bench["kind"] == "edge"
         assert bench["name"] == "edge-24-6" and bench["version"] == EDGE_VERSION
