@@ -95,8 +95,7 @@ class LlamaCppBackend:
     def load(
         cls, path: Path, ref: ModelRef, revision: str, *, threads: int | None = None
     ) -> LlamaCppBackend:
-        # llama.cpp's default is 4 threads; torch's (the other engine) all cores
-        threads = threads or os.cpu_count() or 1
+        threads = threads or default_threads()
         llama = LlamaModel(path, n_ctx=MAX_CONTEXT, n_batch=BATCH_TOKENS, threads=threads)
         info = ModelInfo(
             ref=ref.canonical(),
@@ -295,6 +294,21 @@ class LlamaCppBackend:
     def close(self) -> None:
         self._cached.clear()
         self._llama.close()
+
+
+def default_threads() -> int:
+    """``OMP_NUM_THREADS`` when set (as torch reads it: a runner's worker gets its share
+    of the cores there, ``runner/sandbox.py``), else every core this process may use.
+
+    More threads than free cores is ruinous here: llama.cpp's threads spin at a barrier
+    several hundred times per token, so one descheduled thread stalls the others for a
+    scheduler slice each time (three demo runners of two threads each on two cores
+    decoded a few tokens per second, measured)."""
+    try:
+        wanted = int(os.environ.get("OMP_NUM_THREADS") or 0)
+    except ValueError:
+        wanted = 0
+    return wanted if wanted > 0 else len(os.sched_getaffinity(0)) or 1
 
 
 def render_chat_template(
