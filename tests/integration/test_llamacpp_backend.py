@@ -127,6 +127,41 @@ def test_a_chat_answer_ends_at_end_of_turn_and_is_measured(llama):
     assert len(usage.ttft_s) == 1 and usage.decode_s is not None
 
 
+def test_batched_generation_is_one_at_a_time_token_for_token(llama):
+    """Several sequences decoded together give exactly the texts of one at a time: each
+    stops for its own reason (EOS, a stop sequence, its token limit) and its slot takes
+    the next request; a sequence's logits do not depend on its batch-mates."""
+    chat = Prompt(messages=(ChatMessage("user", "Say hello in one word."),))
+    count = Prompt(text="Count: 1, 2, 3, 4,")
+    code = Prompt(text='def add(a, b):\n    """Add two numbers."""\n')
+    requests = [
+        GenerateRequest(chat, (), 48),
+        GenerateRequest(count, (" 9",), 40),
+        GenerateRequest(code, (), 30),
+        GenerateRequest(count, (), 7),
+        GenerateRequest(code, ("\n\n",), 60),
+        GenerateRequest(chat, (), 20, ignore_eos=True),
+        GenerateRequest(Prompt(text="The capital of France is"), (".",), 16),
+    ]
+    alone = llama.generate(requests, batch_size=1)
+    assert {r.finish_reason for r in alone} == {"eos", "stop", "length"}
+    for slots in (2, 3, 8):
+        with recording_usage() as usage:
+            together = llama.generate(requests, batch_size=slots)
+        assert together == alone, slots
+        assert usage.prompt_tokens == sum(len(llama.encode_prompt(r.prompt)) for r in requests)
+    # a whole task's digests: a few-shot benchmark at batch 1 and at batch 5, and at
+    # batch 1 again after other prompts (a cached few-shot prefix once changed one
+    # answer in five: prompts are now always decoded from their first token)
+    bench = load_benchmark("arith", BenchmarkContext(max_new_tokens=24))
+    one = evaluate(bench, llama, EvalConfig(5, "llamacpp-batch", 1))
+    five = evaluate(bench, llama, EvalConfig(5, "llamacpp-batch", 5))
+    evaluate(bench, llama, EvalConfig(3, "something-else", 1))
+    again = evaluate(bench, llama, EvalConfig(5, "llamacpp-batch", 1))
+    digests = {(r.outputs_sha256, r.predictions_sha256) for r in (one, five, again)}
+    assert len(digests) == 1
+
+
 def test_generation_is_the_transformers_path_where_the_kernels_agree(llama, smollm2_backend):
     """Arithmetic answers, greedy: the same text where quantization does not tip a
     greedy choice (measured on 2026-12-06: 3 of these 6 identical; on 5 GSM8K items 2,

@@ -205,8 +205,64 @@ def library() -> ctypes.CDLL:
     return lib
 
 
+class LlamaContext:
+    """A context over a loaded model: ``n_seq`` sequences of ``n_ctx / n_seq`` tokens
+    each (one KV stream per sequence, not shared: a sequence's logits are then the
+    same, bit for bit, whatever else is in the batch; ``tests/integration/
+    test_llamacpp_backend.py`` checks it)."""
+
+    def __init__(
+        self, lib: ctypes.CDLL, model: int, *, n_ctx: int, n_batch: int, threads: int, n_seq: int
+    ) -> None:
+        self._lib = lib
+        params = lib.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = params.n_ubatch = min(n_batch, n_ctx)
+        params.n_threads = params.n_threads_batch = threads
+        params.n_seq_max = n_seq
+        params.kv_unified = False
+        self._ctx: int | None = lib.llama_init_from_model(model, params)
+        if not self._ctx:
+            raise ModelLoadError(f"llama.cpp cannot make a {n_ctx}-token context")
+        self.n_seq = n_seq
+        self.n_ctx = int(lib.llama_n_ctx(self._ctx))
+        self.n_batch = int(lib.llama_n_batch(self._ctx))
+        self._batch: Batch | None = lib.llama_batch_init(self.n_batch, 0, 1)
+        self._memory = lib.llama_get_memory(self._ctx)
+
+    def forget(self, seq: int, position: int = 0) -> None:
+        """Drop sequence ``seq``'s KV cache from ``position`` on (-1: every sequence)."""
+        self._lib.llama_memory_seq_rm(self._memory, seq, position, -1)
+
+    def decode(self, items: list[tuple[int, int, int, bool]]) -> Any:
+        """Decode at most ``n_batch`` (token, position, sequence, logits?) items; a pointer
+        to the logits of the items that asked for them, in order."""
+        batch = self._batch
+        assert batch is not None and 0 < len(items) <= self.n_batch
+        for i, (token, position, seq, logits) in enumerate(items):
+            batch.token[i] = token
+            batch.pos[i] = position
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq
+            batch.logits[i] = 1 if logits else 0
+        batch.n_tokens = len(items)
+        status = self._lib.llama_decode(self._ctx, batch)
+        if status != 0:
+            raise BackendError(f"llama_decode failed (status {status})")
+        return self._lib.llama_get_logits(self._ctx)
+
+    def close(self) -> None:
+        if self._batch is not None:
+            self._lib.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx:
+            self._lib.llama_free(self._ctx)
+            self._ctx = None
+
+
 class LlamaModel:
-    """One GGUF file and one context over it (one sequence, ``n_ctx`` tokens)."""
+    """One GGUF file and its main context (one sequence of ``n_ctx`` tokens); more
+    contexts on demand (:meth:`context`)."""
 
     def __init__(self, path: Path, *, n_ctx: int, n_batch: int, threads: int) -> None:
         lib = self._lib = library()
@@ -215,25 +271,27 @@ class LlamaModel:
         model = lib.llama_model_load_from_file(str(path).encode(), params)
         if not model:
             raise ModelLoadError(f"llama.cpp cannot load {path} (not a GGUF model it knows)")
-        self._model = model
-        self._ctx: int | None = None
-        self._batch: Batch | None = None
+        self._model: int | None = model
+        self.threads = threads
         self.vocab = lib.llama_model_get_vocab(model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
         trained = int(lib.llama_model_n_ctx_train(model))
-        window = min(n_ctx, trained) if trained > 0 else n_ctx
-        context = lib.llama_context_default_params()
-        context.n_ctx = window
-        context.n_batch = context.n_ubatch = min(n_batch, window)
-        context.n_threads = context.n_threads_batch = threads
-        self._ctx = lib.llama_init_from_model(model, context)
-        if not self._ctx:
+        self.window = min(n_ctx, trained) if trained > 0 else n_ctx
+        """The most tokens one sequence may hold (the model's own window when smaller)."""
+        try:
+            self.main = self.context(n_ctx=self.window, n_seq=1, n_batch=n_batch)
+        except ModelLoadError:
             self.close()
-            raise ModelLoadError(f"llama.cpp cannot make a {window}-token context for {path}")
-        self.n_ctx = int(lib.llama_n_ctx(self._ctx))
-        self.n_batch = int(lib.llama_n_batch(self._ctx))
-        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
-        self._memory = lib.llama_get_memory(self._ctx)
+            raise
+        self.n_ctx = self.main.n_ctx
+        self.n_batch = self.main.n_batch
+
+    def context(self, *, n_ctx: int, n_seq: int, n_batch: int) -> LlamaContext:
+        """A new context over this model (the caller closes it)."""
+        assert self._model is not None
+        return LlamaContext(
+            self._lib, self._model, n_ctx=n_ctx, n_batch=n_batch, threads=self.threads, n_seq=n_seq
+        )
 
     @property
     def bos(self) -> int:
@@ -279,35 +337,21 @@ class LlamaModel:
             room = -n
 
     def forget_from(self, position: int) -> None:
-        """Drop the KV cache from ``position`` on."""
-        self._lib.llama_memory_seq_rm(self._memory, -1, position, -1)
+        """Drop the main context's KV cache from ``position`` on."""
+        self.main.forget(-1, position)
 
     def decode(self, tokens: list[int], at: int, *, all_logits: bool) -> Any:
-        """Decode at most ``n_batch`` tokens at positions ``at``…; a pointer to the
-        logits of every one of them (``all_logits``) or of the last one."""
-        batch = self._batch
-        assert batch is not None and 0 < len(tokens) <= self.n_batch
+        """Decode at most ``n_batch`` tokens at positions ``at``… in the main context; a
+        pointer to the logits of every one of them (``all_logits``) or of the last."""
         last = len(tokens) - 1
-        for i, token in enumerate(tokens):
-            batch.token[i] = token
-            batch.pos[i] = at + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = 1 if all_logits or i == last else 0
-        batch.n_tokens = len(tokens)
-        status = self._lib.llama_decode(self._ctx, batch)
-        if status != 0:
-            raise BackendError(f"llama_decode failed (status {status}) at position {at}")
-        return self._lib.llama_get_logits(self._ctx)
+        return self.main.decode(
+            [(token, at + i, 0, all_logits or i == last) for i, token in enumerate(tokens)]
+        )
 
     def close(self) -> None:
-        lib = self._lib
-        if self._batch is not None:
-            lib.llama_batch_free(self._batch)
-            self._batch = None
-        if self._ctx:
-            lib.llama_free(self._ctx)
-            self._ctx = None
+        main = getattr(self, "main", None)
+        if main is not None:
+            main.close()
         if self._model:
-            lib.llama_model_free(self._model)
+            self._lib.llama_model_free(self._model)
             self._model = None

@@ -9,13 +9,16 @@ file with llama.cpp's C API (``backends/_llama_lib.py``, the prebuilt library of
 
 * Generation: greedy (argmax of the last position's logits, first index on ties),
   until EOS, a stop sequence (the text is cut at the first one, as the transformers
-  path cuts it) or ``max_new_tokens``. Requests run one at a time; a prompt that
-  starts with the previous prompt's tokens reuses their KV cache (a few-shot primer is
-  prefilled once per task).
-* Log-likelihood: the context is prefilled once (its KV cache is kept for every
-  option of the question, and its shared prefix for the next question), then each
-  continuation is decoded with logits at every position and its tokens' log-softmax
-  summed.
+  path cuts it) or ``max_new_tokens``. ``batch_size`` requests decode together, each
+  in a sequence of its own (``backends/_llama_batch.py``), or one at a time at batch
+  size 1: the same outputs. A prompt is always decoded from its first token in
+  ``BATCH_TOKENS`` chunks, never on top of an earlier prompt's cached prefix: llama.cpp
+  picks its kernels by the number of tokens in a call, so the same tokens decoded in
+  other chunks give slightly other numbers (measured: a cached few-shot primer changed
+  one arith answer in five), and a result must not depend on what a runner did before.
+* Log-likelihood: the context is prefilled once per question (its KV cache is kept
+  for every option of the question), then each continuation is decoded with logits at
+  every position and its tokens' log-softmax summed.
 * Tokens are what the transformers path uses: plain text without special tokens, chat
   messages through the chat template stored in the GGUF (Jinja, rendered as
   transformers renders it), a (context, continuation) pair split as lm-evaluation-
@@ -38,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
+from quorumbench.backends._llama_batch import BatchedGenerator
 from quorumbench.backends._llama_lib import XLLAMACPP_VERSION, LlamaModel
 from quorumbench.backends._plugin import BackendOptions
-from quorumbench.backends._prefix import common_prefix_len, fit_prompt
+from quorumbench.backends._prefix import fit_prompt
 from quorumbench.errors import BackendError, ModelLoadError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
@@ -90,6 +94,11 @@ class LlamaCppBackend:
         self._template = llama.metadata("tokenizer.chat_template")
         self._cached: list[int] = []
         """The tokens whose keys and values the context holds, in order."""
+        self._head: list[int] | None = None
+        """The context (but its last token) of the question being scored, decoded from
+        its first token and kept for each of its options; None when the context holds
+        anything else."""
+        self._batched = BatchedGenerator(llama, eos=self._eos, text=self._text)
 
     @classmethod
     def load(
@@ -164,14 +173,6 @@ class LlamaCppBackend:
 
     # -- the decoder ----------------------------------------------------------------
 
-    def _prefill(self, tokens: list[int]) -> Any:
-        """Make the context hold exactly ``tokens`` (reusing the longest cached prefix;
-        at least the last token is decoded again, so its logits are fresh) and return
-        the last position's logits; an empty prompt is the end-of-text token."""
-        tokens = tokens or [self._llama.eos]
-        keep = min(common_prefix_len(self._cached, tokens), len(tokens) - 1)
-        return self._decode(tokens[keep:], keep, all_logits=False)
-
     def _decode(self, tokens: list[int], at: int, *, all_logits: bool) -> Any:
         """Decode ``tokens`` at positions ``at``…; the logits of every one of them
         (``all_logits``, a tokens × vocabulary array) or of the last one only."""
@@ -204,8 +205,16 @@ class LlamaCppBackend:
         batch_size: int,
         progress: Progress = no_progress,
     ) -> list[GenerateResult]:
-        """Greedy generation, one request at a time (``batch_size`` is not used: llama.cpp
-        decodes one sequence here)."""
+        """Greedy generation: ``batch_size`` requests at a time in sequences of their
+        own (``backends/_llama_batch.py``; the same outputs as one at a time), or one
+        at a time reusing the previous prompt's cached prefix when ``batch_size`` is 1."""
+        if batch_size > 1 and len(requests) > 1:
+            prompts = [
+                fit_prompt(self.encode_prompt(r.prompt), r.max_new_tokens, self.context_tokens)
+                for r in requests
+            ]
+            slots = min(batch_size, len(requests))
+            return self._batched.generate(requests, prompts, slots, progress)
         results = []
         for request in requests:
             results.append(self._generate_one(request))
@@ -217,10 +226,9 @@ class LlamaCppBackend:
         prompt = fit_prompt(
             self.encode_prompt(request.prompt), request.max_new_tokens, self.context_tokens
         )
-        if not request.cache_prefix:
-            self._cached.clear()
         started = time.perf_counter()
-        logits = self._prefill(prompt)
+        self._head = None
+        logits = self._decode(prompt or [self._llama.eos], 0, all_logits=False)
         first_at = time.perf_counter()
         if usage is not None:
             usage.add_prompt_tokens(len(prompt))
@@ -279,11 +287,15 @@ class LlamaCppBackend:
         if usage is not None:
             usage.add_prompt_tokens(len(context) + len(continuation))
         # The context's last token predicts the continuation's first: the context but
-        # its last token is kept (cached across options), the rest decoded with logits.
+        # its last token is decoded once for all of a question's options, the rest with
+        # logits. The head is decoded from its first token, never on top of another
+        # question's shared prefix: decoding in other chunks moves the numbers a little.
         head = context[:-1]
-        keep = common_prefix_len(self._cached, head)
-        if keep < len(head):
-            self._decode(head[keep:], keep, all_logits=False)
+        if head != self._head:
+            self._head = None
+            if head:
+                self._decode(head, 0, all_logits=False)
+            self._head = head
         logits = self._decode([context[-1], *continuation[:-1]], len(head), all_logits=True)
         logits = logits.astype(np.float64)
         peak = logits.max(axis=1, keepdims=True)
@@ -293,6 +305,7 @@ class LlamaCppBackend:
 
     def close(self) -> None:
         self._cached.clear()
+        self._batched.close()
         self._llama.close()
 
 

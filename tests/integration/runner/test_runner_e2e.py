@@ -9,11 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 from pydantic import SecretStr
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 from quorumbench.cli.app import app as cli
+from quorumbench.db.models import Result
 from quorumbench.runner.loop import build_runner
 from quorumbench.services.accounts import create_account, issue_token
 from quorumbench.settings import RunnerSettings, ServerSettings
@@ -95,6 +97,12 @@ def test_three_runners_reach_consensus_on_the_bundled_model(live, model_cache_di
 
         task = api.get(f"/v0/tasks/{outcomes[0].task_id}").json()
         assert task["status"] == "DONE"
+        # a GGUF file registered now runs on llama.cpp: every result says so (signed)
+        with ctx.db.read() as session:
+            made_by = session.scalars(
+                select(Result.engine).where(Result.task_id == outcomes[0].task_id)
+            ).all()
+        assert made_by == ["llamacpp"] * 3
         board = api.get("/v0/leaderboard", params={"benchmark": "arith"}).json()
         rows = [r for r in board["rows"] if r["model_id"] == model["id"]]
         assert len(rows) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 
+import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -33,6 +35,7 @@ from quorumbench.errors import (
     SignatureError,
     UnsupportedProtocolError,
 )
+from quorumbench.evaluation.backend import ModelInfo
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.engine import select_samples
 from quorumbench.runner.client import Identity, Lease
@@ -391,6 +394,62 @@ def test_a_missing_package_is_a_setup_error_and_a_load_error_is_not(arith):
     assert outcome.status == "setup-error"
     assert "pip install 'quorumbench[gguf]'" in outcome.detail
     assert client.released == [100] and client.failed == []
+
+
+def test_a_task_whose_engine_the_runner_lacks_is_given_back_without_a_failure(arith):
+    task = make_task(arith)
+    task["model"]["engine"] = "llamacpp"
+    client = FakeClient([task])
+    runner = make_runner(client, engines=("transformers", "endpoint"))
+    outcome = runner.run_once()
+    assert outcome.status == "setup-error"
+    assert "evaluated by the llamacpp engine, which this runner does not have" in outcome.detail
+    assert "pip install 'xllamacpp==" in outcome.detail
+    assert client.released == [100] and client.failed == [] and client.submitted == []
+    assert runner.loads == [], "nothing is loaded"
+
+
+def test_the_tasks_engine_loads_the_model_and_the_result_names_it(arith):
+    seen: list[str] = []
+
+    def loader(ref, options):
+        seen.append(options.engine)
+        # a model that says it ran as the engine loaded it would (ModelInfo.backend)
+        backend = "llamacpp" if options.engine == "llamacpp" else "gguf"
+        return MockBackend(lambda p: "#### 4", info=ModelInfo(ref, backend, "0" * 64, False))
+
+    task = make_task(arith)
+    task["model"]["engine"] = "llamacpp"
+    client = FakeClient([task, make_task(arith, 2)])
+    runner = make_runner(client, loader, engines=("transformers", "llamacpp", "endpoint"))
+    assert runner.run_once().status == "submitted"
+    assert runner.run_once().status == "submitted"  # no engine named: the runner's own
+    assert seen == ["llamacpp", "transformers"]
+    assert [payload["engine"] for _, payload in client.submitted] == ["llamacpp", "transformers"]
+
+
+def test_a_pull_lists_the_engines_only_from_protocol_1_3():
+    from quorumbench.runner.client import ServerClient
+
+    bodies: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.content)
+        return httpx.Response(204)
+
+    for version in ("1.3", "1.2"):
+        client = ServerClient(
+            "http://server",
+            SecretStr("t"),
+            "r",
+            transport=httpx.MockTransport(handler),
+            protocol_version=version,
+        )
+        client.engines = ("transformers", "llamacpp", "endpoint")
+        assert client.pull() is None
+    sent = [json.loads(body) for body in bodies]
+    assert sent[0]["engines"] == ["transformers", "llamacpp", "endpoint"]
+    assert "engines" not in sent[1]  # a 1.2 body has no such field
 
 
 def test_a_private_openai_endpoint_is_the_models_failure_unless_allowed(arith):
