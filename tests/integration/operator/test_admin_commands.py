@@ -166,9 +166,9 @@ def test_admin_commands_leave_a_running_server_alone(kind, tmp_path, request):
             timeout=120,
         )
         assert registered.status_code == 201, registered.text
-        pulled = httpx.post(
+        pulled = httpx.post(  # a runner of today: the bundled GGUF runs on llama.cpp
             server.url + "/v0/leases",
-            json={"runner": "laptop"},
+            json={"runner": "laptop", "protocol_version": "1.3", "engines": ["llamacpp"]},
             headers={"Authorization": f"Bearer {alice}"},
         )
         assert pulled.status_code == 201, pulled.text
