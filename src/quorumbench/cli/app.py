@@ -194,7 +194,8 @@ def eval_command(
         typer.Option(
             "--engine",
             help="What runs a GGUF file (gguf:, bundled:): transformers (de-quantized) or "
-            "llamacpp (the file as it is; needs the llamacpp extra).",
+            "llamacpp (the file as it is, as runners do for GGUF models registered since "
+            "protocol 1.3; in the gguf extra).",
         ),
     ] = "transformers",
     show_samples: Annotated[
