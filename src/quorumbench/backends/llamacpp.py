@@ -9,16 +9,19 @@ file with llama.cpp's C API (``backends/_llama_lib.py``, the prebuilt library of
 
 * Generation: greedy (argmax of the last position's logits, first index on ties),
   until EOS, a stop sequence (the text is cut at the first one, as the transformers
-  path cuts it) or ``max_new_tokens``. ``batch_size`` requests decode together, each
-  in a sequence of its own (``backends/_llama_batch.py``), or one at a time at batch
-  size 1: the same outputs. A prompt is always decoded from its first token in
-  ``BATCH_TOKENS`` chunks, never on top of an earlier prompt's cached prefix: llama.cpp
-  picks its kernels by the number of tokens in a call, so the same tokens decoded in
-  other chunks give slightly other numbers (measured: a cached few-shot primer changed
-  one arith answer in five), and a result must not depend on what a runner did before.
+  path cuts it) or ``max_new_tokens``. Prompts with a short shared prefix decode
+  ``batch_size`` at a time, each in a sequence of its own (``backends/_llama_batch.py``);
+  others one at a time, reusing the shared primer's KV cache. Both give the same
+  outputs.
+* Calls to llama_decode are cut at multiples of ``BATCH_TOKENS`` counted from position
+  0, and only whole cached chunks are reused: llama.cpp picks its kernels by a call's
+  size, so the same tokens decoded in other chunks give slightly other numbers (a
+  cached few-shot primer reused at any length once changed one arith answer in five),
+  and a result must not depend on what a runner decoded before.
 * Log-likelihood: the context is prefilled once per question (its KV cache is kept
-  for every option of the question), then each continuation is decoded with logits at
-  every position and its tokens' log-softmax summed.
+  for every option of the question, its whole chunks for the next question), then
+  each continuation is decoded with logits at every position and its tokens'
+  log-softmax summed.
 * Tokens are what the transformers path uses: plain text without special tokens, chat
   messages through the chat template stored in the GGUF (Jinja, rendered as
   transformers renders it), a (context, continuation) pair split as lm-evaluation-
@@ -44,7 +47,7 @@ import numpy as np
 from quorumbench.backends._llama_batch import BatchedGenerator
 from quorumbench.backends._llama_lib import XLLAMACPP_VERSION, LlamaModel
 from quorumbench.backends._plugin import BackendOptions
-from quorumbench.backends._prefix import fit_prompt
+from quorumbench.backends._prefix import common_prefix_len, fit_prompt
 from quorumbench.errors import BackendError, ModelLoadError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
@@ -67,8 +70,10 @@ MAX_CONTEXT = 4096
 """Tokens of context the backend allocates (the model's own window when smaller): a
 task's longest prompt plus its generation fits (GSM8K's eight shots and 256 tokens,
 HumanEval's 1,024), and the KV cache of a 7B model stays near 2 GB."""
-BATCH_TOKENS = 512
-"""Tokens per llama_decode call when prefilling."""
+BATCH_TOKENS = 128
+"""Tokens per llama_decode call when prefilling, and the grain of prefix reuse: on two
+cores 128-token calls decode as fast as 512-token ones (1.59 s against 1.57 s for 512
+tokens), 64-token ones 25% slower."""
 
 
 def load_llamacpp_backend(ref: ModelRef, options: BackendOptions) -> ModelBackend:
@@ -94,6 +99,8 @@ class LlamaCppBackend:
         self._template = llama.metadata("tokenizer.chat_template")
         self._cached: list[int] = []
         """The tokens whose keys and values the context holds, in order."""
+        self._whole = 0
+        """How many leading cached tokens were decoded as whole ``n_batch`` chunks."""
         self._head: list[int] | None = None
         """The context (but its last token) of the question being scored, decoded from
         its first token and kept for each of its options; None when the context holds
@@ -173,9 +180,22 @@ class LlamaCppBackend:
 
     # -- the decoder ----------------------------------------------------------------
 
+    def _reuse(self, tokens: list[int]) -> int:
+        """How many leading ``tokens`` the context may keep: a cached prefix, cut at a
+        chunk boundary and made of whole chunks only (:meth:`_decode`), so the rest is
+        decoded in exactly the calls a cold start would make."""
+        keep = min(common_prefix_len(self._cached, tokens), self._whole)
+        return keep - keep % self._llama.n_batch
+
     def _decode(self, tokens: list[int], at: int, *, all_logits: bool) -> Any:
         """Decode ``tokens`` at positions ``at``…; the logits of every one of them
-        (``all_logits``, a tokens × vocabulary array) or of the last one only."""
+        (``all_logits``, a tokens × vocabulary array) or of the last one only.
+
+        Calls are cut at multiples of ``n_batch`` counted from position 0, so a token is
+        decoded in the same call, with the same neighbours, however the tokens before it
+        were reached: llama.cpp picks its kernels by a call's size, and a result must
+        not depend on what a runner decoded before. ``_whole`` counts the leading
+        tokens decoded as whole chunks, the only ones :meth:`_reuse` keeps."""
         llama = self._llama
         if at + len(tokens) > self.context_tokens:
             raise BackendError(
@@ -183,15 +203,21 @@ class LlamaCppBackend:
             )
         llama.forget_from(at)
         del self._cached[at:]
+        step = llama.n_batch  # at most what one llama_decode call may take
+        self._whole = min(self._whole, at - at % step)
         rows = []
         pointer = None
-        step = llama.n_batch  # what one llama_decode call may take
-        for start in range(0, len(tokens), step):
-            chunk = tokens[start : start + step]
-            pointer = llama.decode(chunk, at + start, all_logits=all_logits)
+        start, end = at, at + len(tokens)
+        while start < end:
+            stop = min(end, (start // step + 1) * step)
+            chunk = tokens[start - at : stop - at]
+            pointer = llama.decode(chunk, start, all_logits=all_logits)
             self._cached.extend(chunk)
+            if start == self._whole and stop - start == step:
+                self._whole = stop
             if all_logits:
                 rows.append(np.ctypeslib.as_array(pointer, shape=(len(chunk), self._vocab)).copy())
+            start = stop
         if all_logits:
             return np.concatenate(rows)
         return np.ctypeslib.as_array(pointer, shape=(1, self._vocab))[0]
@@ -213,8 +239,12 @@ class LlamaCppBackend:
                 fit_prompt(self.encode_prompt(r.prompt), r.max_new_tokens, self.context_tokens)
                 for r in requests
             ]
-            slots = min(batch_size, len(requests))
-            return self._batched.generate(requests, prompts, slots, progress)
+            # a long shared primer is decoded once one at a time (a few-shot task's
+            # prompts: prefilling is slow here, about 270 tokens/s on two cores), a
+            # short one in parallel sequences (chat prompts, long generations)
+            if common_prefix_len(min(prompts), max(prompts)) < self._llama.n_batch:
+                slots = min(batch_size, len(requests))
+                return self._batched.generate(requests, prompts, slots, progress)
         results = []
         for request in requests:
             results.append(self._generate_one(request))
@@ -228,7 +258,9 @@ class LlamaCppBackend:
         )
         started = time.perf_counter()
         self._head = None
-        logits = self._decode(prompt or [self._llama.eos], 0, all_logits=False)
+        prompt = prompt or [self._llama.eos]
+        keep = self._reuse(prompt[:-1])  # the last token is decoded again: its logits
+        logits = self._decode(prompt[keep:], keep, all_logits=False)
         first_at = time.perf_counter()
         if usage is not None:
             usage.add_prompt_tokens(len(prompt))
@@ -287,14 +319,14 @@ class LlamaCppBackend:
         if usage is not None:
             usage.add_prompt_tokens(len(context) + len(continuation))
         # The context's last token predicts the continuation's first: the context but
-        # its last token is decoded once for all of a question's options, the rest with
-        # logits. The head is decoded from its first token, never on top of another
-        # question's shared prefix: decoding in other chunks moves the numbers a little.
+        # its last token is decoded once for all of a question's options (on the whole
+        # chunks it shares with the previous question), the rest with logits.
         head = context[:-1]
         if head != self._head:
             self._head = None
-            if head:
-                self._decode(head, 0, all_logits=False)
+            keep = self._reuse(head)
+            if keep < len(head):
+                self._decode(head[keep:], keep, all_logits=False)
             self._head = head
         logits = self._decode([context[-1], *continuation[:-1]], len(head), all_logits=True)
         logits = logits.astype(np.float64)
