@@ -102,9 +102,8 @@ class LlamaCppBackend:
         self._whole = 0
         """How many leading cached tokens were decoded as whole ``n_batch`` chunks."""
         self._head: list[int] | None = None
-        """The context (but its last token) of the question being scored, decoded from
-        its first token and kept for each of its options; None when the context holds
-        anything else."""
+        """The context (but its last token) of the question being scored, kept for each
+        of its options; None when the context holds anything else."""
         self._batched = BatchedGenerator(llama, eos=self._eos, text=self._text)
 
     @classmethod
@@ -232,8 +231,8 @@ class LlamaCppBackend:
         progress: Progress = no_progress,
     ) -> list[GenerateResult]:
         """Greedy generation: ``batch_size`` requests at a time in sequences of their
-        own (``backends/_llama_batch.py``; the same outputs as one at a time), or one
-        at a time reusing the previous prompt's cached prefix when ``batch_size`` is 1."""
+        own (``backends/_llama_batch.py``) when their prompts share less than one chunk,
+        else one at a time on the shared primer's cached chunks: the same outputs."""
         if batch_size > 1 and len(requests) > 1:
             prompts = [
                 fit_prompt(self.encode_prompt(r.prompt), r.max_new_tokens, self.context_tokens)
