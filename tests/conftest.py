@@ -8,6 +8,7 @@ markers. A contributor without them gets skips that say why; CI sets
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,19 +73,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--gpu", action="store_true", help="run tests that need a CUDA device")
 
 
+DURATIONS = Path(__file__).with_name("durations.json")
+"""Each test file's time in a whole run (``tests/tools/timings.py --write-durations``)."""
 SLOW_FIRST = ("slow", "model")
-"""Markers of the modules that run first: in a parallel run, a long test left for the
-end keeps one worker busy while the others idle."""
+"""Markers of a file that runs early although ``DURATIONS`` does not know it yet."""
+UNKNOWN_SLOW_S = 30.0
+
+
+def _file_seconds() -> dict[str, float]:
+    try:
+        loaded = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Modules with a slow or real-model test first, each module's tests kept together
-    # (module-scoped fixtures are set up once) and in their order (a stable sort).
-    def module(item: pytest.Item) -> str:
-        return str(getattr(getattr(item, "module", None), "__name__", ""))
+    # The longest files first (by their time in a whole run), each file's tests kept
+    # together (module-scoped fixtures are set up once) and in their order (a stable
+    # sort). pytest-xdist's worksteal gives each worker a contiguous share and an idle
+    # worker takes from the end of another's: with the long files first, what is left
+    # at the end is short, and no worker runs a long test while the other waits.
+    def file(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
 
-    slow_modules = {module(item) for item in items if any(m in item.keywords for m in SLOW_FIRST)}
-    items.sort(key=lambda item: module(item) not in slow_modules)
+    seconds = _file_seconds()
+    slow = {file(item) for item in items if any(m in item.keywords for m in SLOW_FIRST)}
+
+    def weight(item: pytest.Item) -> float:
+        name = file(item)
+        return seconds.get(name, UNKNOWN_SLOW_S if name in slow else 0.0)
+
+    items.sort(key=lambda item: -weight(item))
     if config.getoption("--gpu"):
         return
     skip = pytest.mark.skip(reason="needs a CUDA device; run with --gpu")

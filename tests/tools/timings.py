@@ -8,6 +8,10 @@ Report (by file, by fixture, slowest tests)::
 
     python tests/tools/timings.py /tmp/timings
 
+Each file's time, for the order of the next parallel runs (``tests/durations.json``)::
+
+    python tests/tools/timings.py --write-durations tests/durations.json /tmp/timings
+
 A test's time is its three phases (setup, call, teardown) as pytest reports them, and
 its CPU time (this process's and its ended children's, setup to teardown); a
 fixture's time is the wall time of its setup (``pytest_fixture_setup``) and of its
@@ -152,6 +156,14 @@ def _test_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:
     return tests
 
 
+def file_seconds(folder: Path) -> dict[str, float]:
+    """Each test file's time (its tests' setup, call and teardown), rounded to 0.1 s."""
+    files: dict[str, float] = defaultdict(float)
+    for name, secs in _test_seconds(_rows(folder)).items():
+        files[name.split("::")[0]] += secs
+    return {name: round(secs, 1) for name, secs in sorted(files.items())}
+
+
 def slowest(folder: Path, top: int) -> None:
     """The ``top`` slowest tests (setup, call and teardown), one line each."""
     tests = _test_seconds(_rows(folder))
@@ -222,6 +234,8 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--slowest"]:
         slowest(Path(args[2]), int(args[1]))
+    elif args[:1] == ["--write-durations"]:  # --write-durations OUT FOLDER
+        Path(args[1]).write_text(json.dumps(file_seconds(Path(args[2])), indent=1) + "\n")
     elif args[:1] == ["--serial-left-out"]:
         left_out = serial_left_out(Path(args[1]))
         emit("unknown" if left_out is None else str(left_out))
