@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from quorumbench.protocol import Engine
 from quorumbench.services.model_metadata import model_size
 from quorumbench.services.quota import QuotaStatus
 from quorumbench.services.submissions import SubmissionReport
@@ -57,6 +58,13 @@ class ModelOut(_Out):
     quantization: str | None
     license: str | None
     base_ref: str | None
+    engine: Engine | None = Field(
+        None,
+        description="The engine family that evaluates the model's tasks, fixed at "
+        "registration (protocol 1.3): llamacpp for a GGUF file, transformers for an hf: "
+        "checkpoint or LoRA adapter, endpoint for an openai: ref; null for a backend "
+        "plugin's scheme.",
+    )
     active: bool
     created_at: datetime
     paused_at: datetime | None = Field(

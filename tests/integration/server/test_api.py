@@ -7,11 +7,11 @@ import io
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from quorumbench.api.app import create_app
 from quorumbench.core.canonical import predictions_digest
-from quorumbench.db.models import Result
+from quorumbench.db.models import Model, Result
 from quorumbench.services.scheduler import tick
 
 from ..signing import Keyring
@@ -126,6 +126,20 @@ def test_three_runners_reach_consensus(api, people, ctx):
     text = api.get("/v0/leaderboard", params={"benchmark": "arith", "format": "csv"}).text
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows[0]["model"] == row["model"] and float(rows[0]["score"]) == 0.5
+
+
+def test_a_model_shows_the_engine_that_evaluates_it(api, people, ctx):
+    registered = register(api, people, hub_ref(40))
+    assert registered.status_code == 201, registered.text
+    model_id = registered.json()["id"]
+    assert registered.json()["engine"] == "transformers"
+    with ctx.db.write() as session:  # as a GGUF model's, and a plugin scheme's (none)
+        session.execute(update(Model).where(Model.id == model_id).values(engine="llamacpp"))
+    assert api.get(f"/v0/models/{model_id}").json()["engine"] == "llamacpp"
+    with ctx.db.write() as session:
+        session.execute(update(Model).where(Model.id == model_id).values(engine=None))
+    listed = {m["id"]: m for m in api.get("/v0/models").json()}
+    assert listed[model_id]["engine"] is None
 
 
 def test_a_changed_resubmission_is_a_conflict(api, people):
