@@ -203,6 +203,7 @@ def model_dict(
         "context_length": view.context_length,
         "dtype": view.dtype,
         "quantization": view.quantization,
+        "engine": view.engine,
         "license": view.license,
         "created_at": _time(view.created_at),
         "scores": {name: score_dict(s) for name, s in sorted(view.scores.items())},

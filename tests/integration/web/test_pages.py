@@ -169,6 +169,14 @@ def test_the_model_page(client, seed):
     assert endpoint["revision_url"] is None
     gguf = client.get(f"/models/{seed.ids['smol-q4']}?format=json").json()
     assert gguf["revision_url"] == f"https://huggingface.co/org/smol-gguf/tree/{'6' * 40}"
+    # the engine each is evaluated with, fixed at registration
+    assert (body["engine"], endpoint["engine"], gguf["engine"]) == (
+        "transformers",
+        "endpoint",
+        "llamacpp",
+    )
+    gguf_page = client.get(f"/models/{seed.ids['smol-q4']}").text
+    assert '<dd id="engine">llama.cpp, the GGUF file as it is</dd>' in gguf_page
     html = client.get(f"/models/{lora}").text
     assert '<svg class="history"' in html and f'href="/models/{base}"' in html
     depths = body["depths"]

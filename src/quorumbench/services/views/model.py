@@ -71,6 +71,8 @@ class ModelView:
     """Its pillar scores (chance-corrected, core/pillars.py), for the pillars it has."""
     missing_pillars: tuple[str, ...] = ()
     """Pillars of positive weight it has no score on (then it has no aggregate)."""
+    engine: str | None = None
+    """The engine family that evaluates its tasks (protocol 1.3); None for a plugin's."""
     """Set once its owner (or an admin) retired it: off the board and the schedule."""
 
 
@@ -139,4 +141,5 @@ def model_view(ctx: ServerContext, model_id: int, *, recent: int = 20) -> ModelV
             model.retired_at,
             stored_pillars(agg.pillars) if agg is not None else {},
             tuple(agg.missing_pillars or ()) if agg is not None else (),
+            model.engine,
         )
