@@ -10,7 +10,8 @@ the hour made it take 85 to 520 s on one machine):
 * the epoch: one long epoch (``QB_EPOCH_SECONDS``), so that an hour turning between the
   two demo runs does not make the second one evaluate a whole new epoch;
 * its seed: the database is made before the demo with that epoch's row, whose seed draws
-  HumanEval/18 (both models stop after a few lines there). A random seed draws any of
+  HumanEval/18 (a task of 5 to 13 s per runner for either model on a 2-core machine,
+  2026-12-07). A random seed draws any of
   164 problems, on some of which the LoRA generates all 1,024 tokens on transformers
   (HumanEval/129: 221 s per runner on a busy 2-core machine). Which problem is drawn is
   not what this test checks; the draw itself is tested in ``tests/unit/core``.
