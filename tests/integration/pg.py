@@ -64,9 +64,6 @@ def template_database() -> str:
     """The migrated template database of these migrations: made once (by whichever test
     process gets the server's advisory lock first), then copied by
     ``throwaway_database(migrated=True)``. Templates of other migrations are dropped."""
-    from quorumbench.db.engine import connect
-    from quorumbench.db.migrate import upgrade
-
     name = f"qb_template_{migrations_digest()}"
     with admin() as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (TEMPLATE_LOCK,))
@@ -87,11 +84,7 @@ def template_database() -> str:
                 staging = f"qb_staging_{secrets.token_hex(4)}"
                 conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(staging)))
                 try:
-                    db = connect(url_for(staging))
-                    try:
-                        upgrade(db)
-                    finally:
-                        db.dispose()
+                    _upgrade(url_for(staging))
                     conn.execute(
                         pgsql.SQL("ALTER DATABASE {} RENAME TO {}").format(
                             pgsql.Identifier(staging), pgsql.Identifier(name)
@@ -147,22 +140,46 @@ def _head() -> str:
 def emptied(database: str) -> str:
     """The URL of ``database``, migrated to the newest schema and with every table empty.
 
-    For tests parametrized over SQLite and one module-wide PostgreSQL database.
+    For tests parametrized over SQLite and one module-wide PostgreSQL database. The
+    rows go by ``DELETE`` in one transaction, children first, and the sequences start
+    again at 1: on tables of a few rows that took 0.06 s where ``TRUNCATE … RESTART
+    IDENTITY`` took 0.26–0.31 s (it makes new files for every table and index).
     """
-    from quorumbench.db.engine import connect
-    from quorumbench.db.migrate import current_revision, upgrade
-    from quorumbench.db.models import Base
-
     url = url_for(database)
+    with psycopg.connect(url_for(database, "postgresql"), autocommit=True) as conn:
+        try:
+            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except psycopg.errors.UndefinedTable:
+            row = None
+        # also after a test that stopped between a downgrade and an upgrade
+        if row is None or row[0] != _head():
+            _upgrade(url)
+        with conn.transaction():
+            for table in _tables_children_first():
+                conn.execute(pgsql.SQL("DELETE FROM {}").format(pgsql.Identifier(table)))
+            sequences = conn.execute(
+                "SELECT sequencename FROM pg_sequences WHERE schemaname = current_schema()"
+            ).fetchall()
+            for (sequence,) in sequences:
+                conn.execute(
+                    pgsql.SQL("ALTER SEQUENCE {} RESTART").format(pgsql.Identifier(sequence))
+                )
+    return url
+
+
+def _upgrade(url: str) -> None:
+    from quorumbench.db.engine import connect
+    from quorumbench.db.migrate import upgrade
+
     db = connect(url)
     try:
-        # also after a test that stopped between a downgrade and an upgrade
-        if current_revision(db) != _head():
-            upgrade(db)
+        upgrade(db)
     finally:
         db.dispose()
-    tables = pgsql.SQL(", ").join(
-        pgsql.Identifier(t.name) for t in reversed(Base.metadata.sorted_tables)
-    )
-    execute(database, pgsql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(tables))
-    return url
+
+
+@functools.cache
+def _tables_children_first() -> tuple[str, ...]:
+    from quorumbench.db.models import Base
+
+    return tuple(table.name for table in reversed(Base.metadata.sorted_tables))
