@@ -11,9 +11,11 @@ from __future__ import annotations
 import functools
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from quorumbench.backends._files import default_cache_dir, file_sha256, pinned_local, require
 from quorumbench.backends._plugin import BackendOptions
@@ -107,6 +109,9 @@ def _convert(gguf_path: Path, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
+_PARSING = threading.Lock()
+
+
 @contextmanager
 def _parsed_once() -> Iterator[None]:
     """Within a conversion, gguf parses each file once and builds each name map once.
@@ -117,10 +122,17 @@ def _parsed_once() -> Iterator[None]:
     model's 397 modules (7 s). Both are pure reads of the same file: the converted
     files are byte for byte the same (checked on 2026-12-07), in 13 s instead of 25.
     transformers imports both names from ``gguf`` inside its functions, so replacing
-    them on the module for the conversion's duration is what it calls.
+    them on the module for the conversion's duration is what it calls. The swap is
+    process-wide: nothing else in the package reads GGUF through these two names, and
+    the conversions of one process take turns (``_PARSING``), so a swap never nests.
     """
     import gguf
 
+    with _PARSING:
+        yield from _swapped(gguf)
+
+
+def _swapped(gguf: Any) -> Iterator[None]:
     reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     readers: dict[tuple[str, str], object] = {}
 
