@@ -15,7 +15,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from quorumbench.backends._files import default_cache_dir, file_sha256, pinned_local, require
 from quorumbench.backends._plugin import BackendOptions
@@ -128,26 +127,19 @@ def _parsed_once() -> Iterator[None]:
     """
     import gguf
 
-    with _PARSING:
-        yield from _swapped(gguf)
-
-
-def _swapped(gguf: Any) -> Iterator[None]:
     reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
-    readers: dict[tuple[str, str], object] = {}
 
+    @functools.cache
     def parsed(path: object, mode: str = "r") -> object:
-        key = (str(path), mode)
-        if key not in readers:
-            readers[key] = reader(path, mode)
-        return readers[key]
+        return reader(path, mode)
 
-    gguf.GGUFReader = parsed
-    gguf.get_tensor_name_map = functools.cache(name_map)
-    try:
-        yield
-    finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+    with _PARSING:
+        gguf.GGUFReader = parsed
+        gguf.get_tensor_name_map = functools.cache(name_map)
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
 def fetch_gguf(ref: ModelRef, options: BackendOptions) -> LocalModel:
