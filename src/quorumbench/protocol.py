@@ -45,11 +45,12 @@ from pydantic import (
 
 from quorumbench.errors import UnsupportedProtocolError
 
-PROTOCOL_VERSION: Final = "1.3"
+PROTOCOL_VERSION: Final = "1.4"
 """The protocol this code speaks. Runners from before the protocol was versioned send
 no version and speak 1.0 (their bodies are exactly 1.0's). 1.1 added a result's
 ``measurements`` (issue 18); 1.2 added edge tasks (:data:`EDGE_SINCE`); 1.3 added
-engines (:data:`ENGINE_SINCE`)."""
+engines (:data:`ENGINE_SINCE`); 1.4 LoRA adapters on GGUF files on llama.cpp
+(:data:`GGUF_ADAPTER_SINCE`)."""
 EDGE_SINCE: Final = "1.2"
 """The first version that runs edge tasks (a task whose benchmark has ``kind`` "edge",
 answered with an :class:`EdgeSubmission`). The server leases them only to runners that
@@ -58,6 +59,11 @@ ENGINE_SINCE: Final = "1.3"
 """The first version in which a task names the engine that evaluates it
 (``TaskModel.engine``), a runner lists the engines it has (``LeaseRequest.engines``) and
 a result names the engine that made it (``ResultPayload.engine``)."""
+GGUF_ADAPTER_SINCE: Final = "1.4"
+"""The first version whose llama.cpp engine runs an ``hf:`` LoRA adapter on a GGUF base
+(its ``adapter_config.json`` names a ``gguf:`` or ``bundled:`` base): such a model's
+tasks name the ``llamacpp`` engine, and the server offers them only to runners that
+speak this version (a 1.3 runner's llama.cpp engine runs GGUF files alone)."""
 Engine = Literal["transformers", "llamacpp", "endpoint"]
 """An engine family: results of one task all come from one, as their numbers differ
 across engines (quantized kernels, de-quantized float32, a remote server)."""

@@ -63,7 +63,9 @@ def shot(page, name: str) -> Path:
 def hub(tmp_path_factory, smollm2_dir):
     """A local Hub with the demo's LoRA adapter and its base, SmolLM2-135M-Instruct."""
     made = tmp_path_factory.mktemp("hub")
-    adapter = _make_adapter(smollm2_dir, made / "models" / ADAPTER_NAME, Console(quiet=True))
+    adapter = _make_adapter(
+        smollm2_dir, BASE_REPO, made / "models" / ADAPTER_NAME, Console(quiet=True)
+    )
     config = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
     config.update(base_model_name_or_path=BASE_REPO, revision=BASE_SHA)  # pinned on the Hub
     published = made / "lora"

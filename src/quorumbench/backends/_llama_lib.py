@@ -144,6 +144,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "llama_decode": (_i32, [_p, Batch]),
     "llama_get_logits": (_FLOATS, [_p]),
     "llama_print_system_info": (ctypes.c_char_p, []),
+    "llama_adapter_lora_init": (_p, [_p, ctypes.c_char_p]),
+    "llama_set_adapters_lora": (_i32, [_p, ctypes.POINTER(_p), ctypes.c_size_t, _FLOATS]),
 }
 
 
@@ -212,7 +214,15 @@ class LlamaContext:
     test_llamacpp_backend.py`` checks it)."""
 
     def __init__(
-        self, lib: ctypes.CDLL, model: int, *, n_ctx: int, n_batch: int, threads: int, n_seq: int
+        self,
+        lib: ctypes.CDLL,
+        model: int,
+        *,
+        n_ctx: int,
+        n_batch: int,
+        threads: int,
+        n_seq: int,
+        adapter: int | None = None,
     ) -> None:
         self._lib = lib
         params = lib.llama_context_default_params()
@@ -224,6 +234,11 @@ class LlamaContext:
         self._ctx: int | None = lib.llama_init_from_model(model, params)
         if not self._ctx:
             raise ModelLoadError(f"llama.cpp cannot make a {n_ctx}-token context")
+        if adapter is not None:
+            adapters, scales = (_p * 1)(adapter), (_f32 * 1)(1.0)
+            if lib.llama_set_adapters_lora(self._ctx, adapters, 1, scales) != 0:
+                self.close()
+                raise ModelLoadError("llama.cpp cannot apply the LoRA adapter to a context")
         self.n_seq = n_seq
         self.n_ctx = int(lib.llama_n_ctx(self._ctx))
         self.n_batch = int(lib.llama_n_batch(self._ctx))
@@ -262,9 +277,12 @@ class LlamaContext:
 
 class LlamaModel:
     """One GGUF file and its main context (one sequence of ``n_ctx`` tokens); more
-    contexts on demand (:meth:`context`)."""
+    contexts on demand (:meth:`context`). With ``lora`` (a GGUF LoRA file,
+    ``backends/gguf_lora.py``), every context applies that adapter at scale 1."""
 
-    def __init__(self, path: Path, *, n_ctx: int, n_batch: int, threads: int) -> None:
+    def __init__(
+        self, path: Path, *, n_ctx: int, n_batch: int, threads: int, lora: Path | None = None
+    ) -> None:
         lib = self._lib = library()
         params = lib.llama_model_default_params()
         params.n_gpu_layers = 0  # the CPU build; a GPU is vLLM's (issue 29)
@@ -273,6 +291,13 @@ class LlamaModel:
             raise ModelLoadError(f"llama.cpp cannot load {path} (not a GGUF model it knows)")
         self._model: int | None = model
         self.threads = threads
+        self._adapter: int | None = None
+        """The LoRA adapter (the model owns it and frees it with itself)."""
+        if lora is not None:
+            self._adapter = lib.llama_adapter_lora_init(model, str(lora).encode())
+            if not self._adapter:
+                self.close()
+                raise ModelLoadError(f"llama.cpp cannot load the LoRA adapter {lora} on {path}")
         self.vocab = lib.llama_model_get_vocab(model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
         trained = int(lib.llama_model_n_ctx_train(model))
@@ -290,8 +315,19 @@ class LlamaModel:
         """A new context over this model (the caller closes it)."""
         assert self._model is not None
         return LlamaContext(
-            self._lib, self._model, n_ctx=n_ctx, n_batch=n_batch, threads=self.threads, n_seq=n_seq
+            self._lib,
+            self._model,
+            n_ctx=n_ctx,
+            n_batch=n_batch,
+            threads=self.threads,
+            n_seq=n_seq,
+            adapter=self._adapter,
         )
+
+    @property
+    def adapted(self) -> bool:
+        """Whether a LoRA adapter is applied."""
+        return self._adapter is not None
 
     @property
     def bos(self) -> int:

@@ -14,8 +14,9 @@ from typing import Any
 
 from quorumbench.backends._files import pinned_local, require
 from quorumbench.backends._plugin import BackendOptions
+from quorumbench.backends._registry import resolve_bundled
 from quorumbench.backends.local import LocalModel, load_local
-from quorumbench.errors import Hint, MissingDependencyError, ModelLoadError
+from quorumbench.errors import Hint, InvalidRefError, MissingDependencyError, ModelLoadError
 from quorumbench.evaluation.backend import (
     ChoiceRequest,
     ChoiceResult,
@@ -27,7 +28,7 @@ from quorumbench.evaluation.backend import (
     Prompt,
     no_progress,
 )
-from quorumbench.evaluation.refs import ModelRef, parse_ref
+from quorumbench.evaluation.refs import ModelRef, gguf_adapter_base, parse_ref
 
 _HUB_PATTERNS = [
     "*.json",
@@ -83,6 +84,12 @@ def _adapter_base(checkout: _Checkout) -> ModelRef | None:
     base = config.get("base_model_name_or_path")
     if not isinstance(base, str) or not base:
         raise ModelLoadError(f"{config_path} does not name its base model")
+    try:
+        gguf_base = gguf_adapter_base(base, config.get("revision"))
+    except InvalidRefError as exc:
+        raise ModelLoadError(f"{config_path}: the adapter's base: {exc.message}") from exc
+    if gguf_base is not None:
+        return gguf_base
     if base.startswith(("/", "./", "../", "~")):
         return parse_ref(f"hf:{base}")
     revision = config.get("revision")
@@ -137,6 +144,21 @@ def fetch_hf(ref: ModelRef, options: BackendOptions) -> LocalModel:
     if base_ref is None:
         _check_weights(checkout.directory, options)
         return LocalModel("hf", checkout.ref, checkout.revision, checkout.directory)
+    if base_ref.scheme in ("gguf", "bundled"):  # llama.cpp runs it, or the conversion
+        from quorumbench.backends.gguf import fetch_gguf
+
+        bundled = base_ref.scheme == "bundled"
+        gguf = fetch_gguf(resolve_bundled(base_ref) if bundled else base_ref, options)
+        pinned = base_ref.with_revision(gguf.revision) if bundled else gguf.ref
+        return LocalModel(
+            "hf",
+            checkout.ref,
+            checkout.revision,
+            gguf.directory,
+            adapter=checkout.directory,
+            base_ref=pinned,
+            gguf_file=gguf.gguf_file,
+        )
     base = _checkout(base_ref, options)
     if _adapter_base(base) is not None:
         raise ModelLoadError("an adapter's base is itself an adapter; stacking is not supported")

@@ -108,10 +108,21 @@ class LlamaCppBackend:
 
     @classmethod
     def load(
-        cls, path: Path, ref: ModelRef, revision: str, *, threads: int | None = None
+        cls,
+        path: Path,
+        ref: ModelRef,
+        revision: str,
+        *,
+        threads: int | None = None,
+        lora: Path | None = None,
+        details: dict[str, str] | None = None,
     ) -> LlamaCppBackend:
+        """Load the GGUF file ``path``, with the GGUF LoRA file ``lora`` applied;
+        ``details`` go into the model's info beside the engine's."""
         threads = threads or default_threads()
-        llama = LlamaModel(path, n_ctx=MAX_CONTEXT, n_batch=BATCH_TOKENS, threads=threads)
+        llama = LlamaModel(
+            path, n_ctx=MAX_CONTEXT, n_batch=BATCH_TOKENS, threads=threads, lora=lora
+        )
         info = ModelInfo(
             ref=ref.canonical(),
             backend="llamacpp",
@@ -119,7 +130,7 @@ class LlamaCppBackend:
             is_chat=llama.metadata("tokenizer.chat_template") is not None,
             device="cpu",
             dtype=_file_type(llama),
-            details={"engine": ENGINE, "xllamacpp": XLLAMACPP_VERSION},
+            details={"engine": ENGINE, "xllamacpp": XLLAMACPP_VERSION, **(details or {})},
         )
         return cls(llama, info)
 
@@ -232,8 +243,13 @@ class LlamaCppBackend:
     ) -> list[GenerateResult]:
         """Greedy generation: ``batch_size`` requests at a time in sequences of their
         own (``backends/_llama_batch.py``) when their prompts share less than one chunk,
-        else one at a time on the shared primer's cached chunks: the same outputs."""
-        if batch_size > 1 and len(requests) > 1:
+        else one at a time on the shared primer's cached chunks: the same outputs.
+
+        With a LoRA adapter, always one at a time: the adapter's float32 products take
+        other kernels for other numbers of tokens per call, so a sequence's logits
+        would depend on what else is in the batch (one text in three changed at batch
+        3 on 2026-12-07), and runners with other batch sizes would disagree."""
+        if batch_size > 1 and len(requests) > 1 and not self._llama.adapted:
             prompts = [
                 fit_prompt(self.encode_prompt(r.prompt), r.max_new_tokens, self.context_tokens)
                 for r in requests

@@ -14,6 +14,7 @@ A :class:`LocalModel` travels to the sandbox as JSON (:meth:`LocalModel.to_json`
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -132,13 +133,14 @@ def fetch_model(ref: str | ModelRef, options: BackendOptions) -> LocalModel:
 
 
 def on_llama_cpp(model: LocalModel, options: BackendOptions) -> bool:
-    """Whether ``model`` runs on llama.cpp: a GGUF file, and the llama.cpp engine."""
+    """Whether ``model`` runs on llama.cpp: a GGUF file (or a LoRA adapter on one), and
+    the llama.cpp engine."""
     if options.engine != "llamacpp":
         return False
-    if model.gguf_file is None or model.adapter is not None:
+    if model.gguf_file is None:
         raise ConfigError(
             f"{model.ref.canonical()} runs on transformers; the llamacpp engine runs GGUF "
-            "files (gguf: and bundled: refs)"
+            "files (gguf: and bundled: refs) and LoRA adapters on them"
         )
     return True
 
@@ -153,9 +155,11 @@ def load_local(model: LocalModel, options: BackendOptions) -> ModelBackend:
         from quorumbench.backends.llamacpp import LlamaCppBackend
 
         assert model.gguf_file is not None
-        return LlamaCppBackend.load(
-            model.gguf_file, model.ref, model.revision, threads=options.threads
-        )
+        if model.adapter is None:
+            return LlamaCppBackend.load(
+                model.gguf_file, model.ref, model.revision, threads=options.threads
+            )
+        return _llama_cpp_with_adapter(model, options)
 
     directory = model.directory
     if not model.converted:
@@ -168,3 +172,25 @@ def load_local(model: LocalModel, options: BackendOptions) -> ModelBackend:
     return load_transformers_dir(
         directory, model.ref, model.revision, options, backend=model.backend, adapter=adapter
     )
+
+
+def _llama_cpp_with_adapter(model: LocalModel, options: BackendOptions) -> ModelBackend:
+    """The GGUF base on llama.cpp with the PEFT adapter converted to llama.cpp's LoRA
+    format (``backends/gguf_lora.py``: a fraction of a second); llama.cpp reads the
+    converted file when loading, so it lives in a temporary directory until then."""
+    from quorumbench.backends.gguf_lora import peft_to_gguf_lora
+    from quorumbench.backends.llamacpp import LlamaCppBackend
+
+    assert model.gguf_file is not None and model.adapter is not None
+    with tempfile.TemporaryDirectory(prefix="lora-") as scratch:
+        lora = Path(scratch) / "adapter.gguf"
+        peft_to_gguf_lora(model.adapter, model.gguf_file, lora)
+        base = "" if model.base_ref is None else model.base_ref.canonical()
+        return LlamaCppBackend.load(
+            model.gguf_file,
+            model.ref,
+            model.revision,
+            threads=options.threads,
+            lora=lora,
+            details={"adapter": str(model.adapter), "base": base},
+        )

@@ -2,9 +2,10 @@
 
 1. Start the server in this process (SQLite in the data directory, the quick-start
    benchmarks, a quorum of three).
-2. Prepare two real models: the bundled SmolLM2-135M-Instruct (converted from GGUF
-   once, cached) and a LoRA tweak of it made on the spot with peft (a fixed seed, so
-   the same adapter every time).
+2. Prepare two real models: the bundled SmolLM2-135M-Instruct and a LoRA tweak of it
+   made on the spot with peft on its transformers conversion (converted from GGUF
+   once, cached; a fixed seed, so the same adapter every time). The adapter names the
+   bundled GGUF file as its base, so runners run both models on llama.cpp.
 3. Create an admin account that owns the models and three volunteer accounts, and
    register both models through the HTTP API as the admin.
 4. Start three ``quorumbench runner start`` processes, one per volunteer account;
@@ -110,8 +111,10 @@ def run_demo(options: DemoOptions, console: Console) -> None:
         console.rule("QuorumBench demo")
         console.print(f"data directory: {escape(data_dir)}", highlight=False)
 
-        base_dir = _prepare_base_model(options, console)
-        adapter_dir = _make_adapter(base_dir, data_dir / "models" / ADAPTER_NAME, console)
+        base_dir, base_sha = _prepare_base_model(options, console)
+        adapter_dir = _make_adapter(
+            base_dir, f"{BUNDLED_REF}@{base_sha}", data_dir / "models" / ADAPTER_NAME, console
+        )
 
         app = create_app(settings, datasets_dir=options.datasets_dir)
         server = _start_server(app, options, console)
@@ -211,8 +214,9 @@ def _print_signin(url: str, dev_login: bool, console: Console) -> None:
         )
 
 
-def _prepare_base_model(options: DemoOptions, console: Console) -> Path:
-    """The bundled model as a transformers directory (converted once, then cached)."""
+def _prepare_base_model(options: DemoOptions, console: Console) -> tuple[Path, str]:
+    """The bundled model as a transformers directory (converted once, then cached), and
+    the SHA-256 of its GGUF file."""
     from quorumbench.backends._files import file_sha256
     from quorumbench.backends._registry import resolve_bundled
     from quorumbench.backends.gguf import converted_dir
@@ -223,9 +227,10 @@ def _prepare_base_model(options: DemoOptions, console: Console) -> Path:
         _quiet_transformers(),
         console.status("preparing the bundled SmolLM2-135M-Instruct (first run: ~20 s) …"),
     ):
-        directory = converted_dir(gguf, file_sha256(gguf), options.cache_dir)
+        digest = file_sha256(gguf)
+        directory = converted_dir(gguf, digest, options.cache_dir)
     console.print(f"bundled model ready ({escape(directory)})", highlight=False)
-    return directory
+    return directory, digest
 
 
 @contextmanager
@@ -245,8 +250,9 @@ def _quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(verbosity)
 
 
-def _make_adapter(base_dir: Path, out: Path, console: Console) -> Path:
-    """A small LoRA adapter on ``base_dir``, the same bytes for the same seed."""
+def _make_adapter(base_dir: Path, base_ref: str, out: Path, console: Console) -> Path:
+    """A small LoRA adapter made on ``base_dir`` (the same bytes for the same seed),
+    naming ``base_ref`` (the GGUF file ``base_dir`` was converted from) as its base."""
     if (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file():
         return out
     import torch
@@ -269,7 +275,7 @@ def _make_adapter(base_dir: Path, out: Path, console: Console) -> Path:
             model.save_pretrained(staging)
             config_path = staging / "adapter_config.json"
             saved = json.loads(config_path.read_text(encoding="utf-8"))
-            saved["base_model_name_or_path"] = str(base_dir)
+            saved["base_model_name_or_path"] = base_ref
             config_path.write_text(json.dumps(saved, indent=2), encoding="utf-8")
             out.parent.mkdir(parents=True, exist_ok=True)
             if out.exists():

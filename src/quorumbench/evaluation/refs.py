@@ -91,18 +91,35 @@ class ModelRef:
         return self.canonical()
 
 
-def engine_for(ref: ModelRef) -> Engine | None:
+def engine_for(ref: ModelRef, adapter_base: ModelRef | None = None) -> Engine | None:
     """The engine family that evaluates ``ref`` from protocol 1.3 on: a GGUF file (a
-    ``gguf:`` or ``bundled:`` ref) runs as it is on llama.cpp, an ``hf:`` checkpoint or
-    LoRA adapter on transformers, an ``openai:`` ref at its endpoint; a backend
-    plugin's scheme is its own engine (None)."""
+    ``gguf:`` or ``bundled:`` ref) runs as it is on llama.cpp, and so does an ``hf:``
+    LoRA adapter whose ``adapter_base`` is a GGUF file (protocol 1.4); any other
+    ``hf:`` checkpoint or adapter runs on transformers, an ``openai:`` ref at its
+    endpoint; a backend plugin's scheme is its own engine (None)."""
     if ref.scheme in ("gguf", "bundled"):
         return "llamacpp"
     if ref.scheme == "hf":
+        if adapter_base is not None and adapter_base.scheme in ("gguf", "bundled"):
+            return "llamacpp"
         return "transformers"
     if ref.scheme == "openai":
         return "endpoint"
     return None
+
+
+def gguf_adapter_base(base: str, revision: object) -> ModelRef | None:
+    """The GGUF base an adapter's ``adapter_config.json`` names, or None when its base
+    is a transformers checkpoint.
+
+    ``base_model_name_or_path`` names a GGUF base as a ref: ``bundled:<name>``,
+    ``gguf:<local file>.gguf`` or ``gguf:<owner>/<name>/<file>.gguf`` with the Hub
+    commit after ``@`` or in ``revision`` (peft's own key for the base's revision)."""
+    if not base.startswith(("gguf:", "bundled:")):
+        return None
+    if base.startswith("gguf:") and "@" not in base and isinstance(revision, str) and revision:
+        base = f"{base}@{revision}"
+    return parse_ref(base)
 
 
 def _split_revision(body: str, text: str, allow_moving: bool) -> tuple[str, str | None]:

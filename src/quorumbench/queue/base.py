@@ -19,12 +19,15 @@ from quorumbench.protocol import LEGACY_ENGINES, Engine, Task
 class Claimant:
     """Who is pulling: the runner and the account it belongs to, whether the runner
     runs edge tasks (it speaks ``protocol.EDGE_SINCE``; only then is it offered one),
-    and the engines it has (it is offered only tasks of models evaluated by one)."""
+    and the engines it has (it is offered only tasks of models evaluated by one; an
+    ``hf:`` adapter on llama.cpp only when ``gguf_adapters``, i.e. it speaks
+    ``protocol.GGUF_ADAPTER_SINCE``)."""
 
     account_id: int
     runner_id: int
     edge: bool = False
     engines: tuple[Engine, ...] = LEGACY_ENGINES
+    gguf_adapters: bool = False
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,8 @@ _EDGE_OK = bindparam("edge_ok", type_=Boolean)
 """Whether the claiming runner runs edge tasks (``Claimant.edge``)."""
 _ENGINES: BindParameter[str] = bindparam("engines", expanding=True)
 """The engines the claiming runner has (``Claimant.engines``)."""
+_GGUF_ADAPTERS_OK = bindparam("gguf_adapters_ok", type_=Boolean)
+"""Whether its llama.cpp engine runs LoRA adapters (``Claimant.gguf_adapters``)."""
 _BARRED = Lease.state.in_([literal_column(f"'{state}'") for state in BARRED_STATES])
 """``state IN ('ACTIVE', 'SUBMITTED', 'FAILED')`` with the states written into the SQL."""
 
@@ -79,8 +81,9 @@ def eligible(task: Any) -> list[ColumnElement[bool]]:
     all of the account's leases. A paused or retired model's tasks are not claimable:
     the owner lookup finds no row for it, and ``NULL != :account_id`` is not true.
     An edge task is claimable only by a runner that runs them (``:edge_ok``), a model's
-    task only by a runner that has the model's engine (``:engines``; the owner lookup
-    finds no row otherwise).
+    task only by a runner that has the model's engine (``:engines``), an ``hf:`` adapter
+    on llama.cpp only by one whose engine runs them (``:gguf_adapters_ok``; the owner
+    lookup finds no row otherwise).
     """
     owner = (
         select(Model.owner_id)
@@ -89,6 +92,12 @@ def eligible(task: Any) -> list[ColumnElement[bool]]:
             Model.paused_at.is_(None),
             Model.retired_at.is_(None),
             or_(Model.engine.is_(None), Model.engine.in_(_ENGINES)),
+            or_(
+                _GGUF_ADAPTERS_OK,
+                Model.engine.is_(None),
+                Model.engine != "llamacpp",
+                ~Model.ref.startswith("hf:"),
+            ),
         )
         .scalar_subquery()
     )
@@ -283,6 +292,7 @@ class SqlTaskQueue:
             "account_id": claimant.account_id,
             "edge_ok": claimant.edge,
             "engines": list(claimant.engines),
+            "gguf_adapters_ok": claimant.gguf_adapters,
         }
         if task_id is None:
             statement = self._take_first

@@ -33,7 +33,7 @@ from quorumbench.backends._files import file_sha256, pinned_local
 from quorumbench.backends._registry import BUNDLED, resolve_bundled
 from quorumbench.backends.local import MARKER
 from quorumbench.errors import InvalidRefError, ModelLoadError, RegistrationError
-from quorumbench.evaluation.refs import BUILTIN_SCHEMES, ModelRef, parse_ref
+from quorumbench.evaluation.refs import BUILTIN_SCHEMES, ModelRef, gguf_adapter_base, parse_ref
 from quorumbench.services._gguf_meta import GGUFInfo, read_gguf, read_gguf_header
 from quorumbench.services._hub import (
     HfHubClient,
@@ -286,6 +286,9 @@ def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local:
             "the adapter's adapter_config.json does not name its base model",
             check="base-not-pinned",
         )
+    gguf_base = _gguf_base(config, base, hub, allow_local)
+    if gguf_base is not None:
+        return gguf_base
     if base.startswith(("/", "./", "../", "~")):
         if not allow_local:
             raise RegistrationError(
@@ -319,6 +322,33 @@ def _adapter_base(config: Mapping[str, Any], hub: HubClient | None, allow_local:
         return _hub_base(hub, pinned)
     with HfHubClient() as client:
         return _hub_base(client, pinned)
+
+
+def _gguf_base(
+    config: Mapping[str, Any], base: str, hub: HubClient | None, allow_local: bool
+) -> _Base | None:
+    """An adapter's GGUF base (``bundled:``, ``gguf:``; llama.cpp runs the adapter on
+    it), pinned and read as a registration of that file reads it; None for another base."""
+    try:
+        ref = gguf_adapter_base(base, config.get("revision"))
+    except InvalidRefError as exc:
+        raise RegistrationError(
+            f"the adapter's base: {exc.message}", check="base-not-pinned"
+        ) from exc
+    if ref is None:
+        return None
+    if ref.is_local and not allow_local:
+        raise RegistrationError(
+            f"a Hub adapter's base must be on the Hub or bundled, not {base!r}",
+            check="base-not-pinned",
+        )
+    try:
+        meta = inspect_model(ref.canonical(), hub=hub)
+    except (InvalidRefError, RegistrationError) as exc:
+        raise RegistrationError(
+            f"the adapter's base cannot be read: {exc.message}", check="base-unreachable"
+        ) from exc
+    return _Base(meta.ref.canonical(), meta.params)
 
 
 def _hub_base(client: HubClient, pinned: ModelRef) -> _Base:

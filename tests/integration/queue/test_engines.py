@@ -21,10 +21,14 @@ ALL = ("transformers", "llamacpp", "endpoint")
 
 
 def _on(world: World, task_id: int, engine: str | None) -> None:
+    """The task's model on ``engine``: a GGUF file for llamacpp (an ``hf:`` ref there
+    is a LoRA adapter, see the last test)."""
+    model_id = world.task(task_id).model_id
+    values: dict[str, object] = {"engine": engine}
+    if engine == "llamacpp":
+        values["ref"] = f"gguf:/models/m{model_id}.gguf@{'b' * 64}"
     with world.db.write() as session:
-        session.execute(
-            update(Model).where(Model.id == world.task(task_id).model_id).values(engine=engine)
-        )
+        session.execute(update(Model).where(Model.id == model_id).values(**values))
 
 
 def _with(claimant: Claimant, *engines: str) -> Claimant:
@@ -94,3 +98,25 @@ def test_a_result_must_come_from_the_engine_its_task_names(
         submit_result(world.ctx, runner, claim.lease_id, claim.attempt, payload)
     assert f"this task's model is evaluated by {model_engine}" in refused.value.message
     assert world.results(task_id) == []
+
+
+def test_an_adapter_on_llama_cpp_goes_only_to_runners_that_run_them(world: World) -> None:
+    """An ``hf:`` LoRA adapter on a GGUF base names the llamacpp engine (protocol 1.4):
+    a 1.3 runner's llama.cpp engine runs GGUF files alone and is not offered it."""
+    owner, older, newer = world.account(), world.account(), world.account()
+    [task_id] = world.tasks(owner)
+    with world.db.write() as session:
+        session.execute(
+            update(Model)
+            .where(Model.id == world.task(task_id).model_id)
+            .values(engine="llamacpp", ref=f"hf:/models/lora@{'a' * 64}")
+        )
+    assert world.claim(_with(older, *ALL)) is None
+    claim = world.claim(replace(_with(newer, *ALL), gguf_adapters=True))
+    assert claim is not None and claim.task_id == task_id
+    assert claim.task.model.engine == "llamacpp" and claim.task.model.ref.startswith("hf:")
+    # a GGUF file's task still goes to a 1.3 runner with llama.cpp
+    [gguf_task] = world.tasks(owner)
+    _on(world, gguf_task, "llamacpp")
+    offered = world.claim(_with(older, "llamacpp"))
+    assert offered is not None and offered.task_id == gguf_task

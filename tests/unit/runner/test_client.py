@@ -282,7 +282,7 @@ def test_submit_retries_resend_identical_bytes():
     assert len(bodies) == 3
     assert bodies[0] == bodies[1] == bodies[2]
     body = json.loads(bodies[0])
-    assert body["attempt"] == 1 and body["protocol_version"] == PROTOCOL_VERSION == "1.3"
+    assert body["attempt"] == 1 and body["protocol_version"] == PROTOCOL_VERSION == "1.4"
     assert body["result"] == payload.model_dump(mode="json")
     assert body["signature"]["key_id"] == KEY.key_id
 

@@ -21,6 +21,7 @@ from quorumbench.errors import PermissionDeniedError, ServiceUnavailableError
 from quorumbench.logs import event
 from quorumbench.protocol import (
     EDGE_SINCE,
+    GGUF_ADAPTER_SINCE,
     LEGACY_ENGINES,
     Attempt,
     EdgeSubmission,
@@ -83,10 +84,12 @@ def _able(
     claimant: Claimant, protocol_version: str | None, engines: list[Engine] | None
 ) -> Claimant:
     """``claimant`` with what its runner can do: edge tasks when it speaks the protocol
-    that has them, the engines it lists (those of a runner before 1.3 when none)."""
+    that has them, the engines it lists (those of a runner before 1.3 when none), LoRA
+    adapters on llama.cpp when it speaks 1.4."""
     edge = protocol_version is not None and speaks(protocol_version, EDGE_SINCE)
+    adapters = protocol_version is not None and speaks(protocol_version, GGUF_ADAPTER_SINCE)
     has = LEGACY_ENGINES if engines is None else tuple(dict.fromkeys(engines))
-    return replace(claimant, edge=edge, engines=has)
+    return replace(claimant, edge=edge, engines=has, gguf_adapters=adapters)
 
 
 def _who(claimant: Claimant) -> dict[str, int]:

@@ -30,7 +30,7 @@ from quorumbench.errors import (
     RateLimitedError,
 )
 from quorumbench.evaluation.endpoints import Resolver
-from quorumbench.evaluation.refs import engine_for
+from quorumbench.evaluation.refs import ModelRef, engine_for, parse_ref
 from quorumbench.services.accounts import Principal
 from quorumbench.services.context import ServerContext
 from quorumbench.services.model_metadata import ModelMetadata, inspect_model
@@ -158,6 +158,13 @@ def _loads(session: Session) -> list[BenchmarkLoad]:
     return [BenchmarkLoad(name, kind, samples) for name, kind, samples in rows]
 
 
+def _adapter_base(meta: ModelMetadata) -> ModelRef | None:
+    """An adapter's pinned base (a GGUF base makes the adapter a llama.cpp model)."""
+    if meta.details.get("kind") != "adapter" or not meta.base_ref:
+        return None
+    return parse_ref(meta.base_ref)
+
+
 def _database_checks(
     ctx: ServerContext, principal: Principal, inspected: Inspected
 ) -> tuple[Findings, Model | None, CostEstimate | None]:
@@ -276,7 +283,7 @@ def register_submission(
                 ref=metadata.ref,
                 name=metadata.name,
                 family=metadata.family,
-                engine=engine_for(meta.ref),
+                engine=engine_for(meta.ref, _adapter_base(meta)),
                 owner_id=principal.account_id,
                 revision=meta.ref.revision or "",
                 weights_sha256=meta.weights_sha256,
