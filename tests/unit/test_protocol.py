@@ -71,7 +71,7 @@ def test_this_version_is_accepted():
     [
         ("0.9", "upgrade quorumbench on the runner (pip install -U quorumbench)"),
         ("2.0", "the runner is newer than this server"),
-        ("1.4", "the runner is newer than this server"),
+        ("1.5", "the runner is newer than this server"),
     ],
 )
 def test_a_version_outside_the_accepted_range_is_refused_with_what_to_do(version, says):
@@ -79,8 +79,8 @@ def test_a_version_outside_the_accepted_range_is_refused_with_what_to_do(version
         check_version(version)
     error = caught.value
     assert error.code == "unsupported-protocol"
-    assert (error.version, error.accepted) == (version, "1.0 to 1.3")
-    assert f"accepts runner protocol 1.0 to 1.3; this runner speaks {version}" in error.message
+    assert (error.version, error.accepted) == (version, "1.0 to 1.4")
+    assert f"accepts runner protocol 1.0 to 1.4; this runner speaks {version}" in error.message
     assert says in error.message
 
 

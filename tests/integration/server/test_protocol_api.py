@@ -93,7 +93,7 @@ def test_a_lease_grants_the_typed_task(api, people):
     assert set(answer.json()["task"]) == set(protocol.Task.model_fields)
 
 
-@pytest.mark.parametrize("version", ["0.9", "1.4", "2.0"])
+@pytest.mark.parametrize("version", ["0.9", "1.5", "2.0"])
 def test_a_pull_or_submission_in_another_protocol_is_refused_with_426(api, people, version):
     assert register(api, people, hub_ref(1)).status_code == 201
     refused = api.post(
@@ -103,7 +103,7 @@ def test_a_pull_or_submission_in_another_protocol_is_refused_with_426(api, peopl
     )
     problem = assert_problem(refused, 426, "unsupported-protocol", f"this runner speaks {version}")
     assert refused.headers["upgrade"] == f"quorumbench-runner/{protocol.PROTOCOL_VERSION}"
-    assert (problem["protocol_version"], problem["accepted_versions"]) == (version, "1.0 to 1.3")
+    assert (problem["protocol_version"], problem["accepted_versions"]) == (version, "1.0 to 1.4")
     lease = pull(api, people, "r1").json()
     body = signed(api, people, "r1", lease, payload(lease, 1.0))
     submission = api.post(
