@@ -365,7 +365,7 @@ def _runners(
             env = dict(os.environ)
             env.update(
                 QB_RUNNER_TOKEN=token,  # through the environment: never on a command line
-                OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", str(threads)),
+                OMP_NUM_THREADS=env.get("OMP_NUM_THREADS") or str(threads),  # empty: unset
                 TOKENIZERS_PARALLELISM="false",
                 COLUMNS="100",
             )
