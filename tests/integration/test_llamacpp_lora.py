@@ -134,19 +134,27 @@ def test_the_adapter_shifts_llama_cpp_as_it_shifts_transformers(
 def test_generation_with_the_adapter_is_the_same_at_any_batch_size(
     adapter, smollm2_gguf, model_cache_dir
 ):
-    prompts = ["The capital of France is", "1, 2, 3, 4,", "Once upon a time"]
-    requests = [GenerateRequest(Prompt(text=t), max_new_tokens=12) for t in prompts]
+    prompts = [
+        "The capital of France is",
+        "1, 2, 3, 4,",
+        "Once upon a time",
+        "def add(a, b):",
+        "Water boils at",
+    ]
+    requests = [GenerateRequest(Prompt(text=t), max_new_tokens=24) for t in prompts]
     options = BackendOptions(engine="llamacpp", threads=THREADS, cache_dir=model_cache_dir)
     plain = load_local(fetch_model(f"gguf:{smollm2_gguf}", options), options)
     llama = _llama(adapter, model_cache_dir)
     try:
         base = [r.text for r in plain.generate(requests, batch_size=1)]
         alone = [r.text for r in llama.generate(requests, batch_size=1)]
-        together = [r.text for r in llama.generate(requests, batch_size=3)]
+        batched = {n: [r.text for r in llama.generate(requests, batch_size=n)] for n in (2, 5)}
     finally:
         llama.close()
         plain.close()
-    # one at a time whatever the batch size: the adapter's float32 products in a
-    # batch of sequences took other kernels and changed the first text
-    # (" Paris.\n\nThe answer is: 201" against " Paris.\n\nThe United States …")
-    assert together == alone and alone != base
+    # The batch's own contexts apply the adapter too, and a sequence decodes as it does
+    # alone: with float32 (or float16) adapter tensors it did not (2 texts of these 5
+    # changed at batch 2, 3 and 5 on 2026-12-07; their products take other kernels for
+    # other numbers of tokens per call), with Q8_0 ones it does.
+    assert alone != base
+    assert batched == {2: alone, 5: alone}

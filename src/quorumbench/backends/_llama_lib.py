@@ -325,11 +325,6 @@ class LlamaModel:
         )
 
     @property
-    def adapted(self) -> bool:
-        """Whether a LoRA adapter is applied."""
-        return self._adapter is not None
-
-    @property
     def bos(self) -> int:
         return int(self._lib.llama_vocab_bos(self.vocab))
 

@@ -7,7 +7,7 @@ written as a GGUF adapter (``general.type = adapter``, ``adapter.type = lora``),
 ``llama_adapter_lora_init`` reads. The shapes stay peft's: ``lora_a`` is (r, in),
 ``lora_b`` (out, r), row-major, which is what llama.cpp checks against the base tensor.
 
-Two things differ from peft's layout and are done here:
+Three things differ from peft's layout and are done here:
 
 * **Scaling.** llama.cpp scales an adapter by ``alpha / r`` with one alpha per file;
   peft by ``lora_alpha / r`` per module, ``lora_alpha / sqrt(r)`` with rsLoRA, or by
@@ -17,6 +17,15 @@ Two things differ from peft's layout and are done here:
   ``k_proj`` weights with the rows of each head permuted (rotary halves interleaved),
   and transformers' GGUF loader permutes them back. An adapter's ``lora_b`` of those
   projections is permuted the same way (its ``lora_a`` reads the unchanged input).
+* **Types.** ``lora_a`` is stored as Q8_0, its rank padded with zero rows to Q8_0's
+  32-value blocks (``lora_b`` gets the matching zero columns, in float32). With a
+  float32 (or float16) ``lora_a``, llama.cpp's product of it takes other kernels for
+  other numbers of tokens per call, so a sequence generated in a batch came out
+  unlike the same sequence alone (2 texts in 5 at batch 2, 3 and 5, measured on
+  2026-12-07), and runners with other batch sizes would disagree; the quantized
+  product is computed row by row, the same in any batch, as the base's own weights
+  are. The adapter's shifts still follow peft's closely
+  (``tests/integration/test_llamacpp_lora.py``).
 
 Adapters llama.cpp's LoRA cannot express are refused with the reason: DoRA, biases,
 ``modules_to_save``, embeddings, or a module the GGUF has no tensor for. Architectures
@@ -99,8 +108,14 @@ def peft_to_gguf_lora(adapter_dir: Path, base_gguf: Path, out: Path) -> None:
     writer.add_type(gguf.GGUFType.ADAPTER)
     writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
     writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, 0.0)  # 0: scale 1, folded into lora_b
+    q8 = gguf.GGMLQuantizationType.Q8_0
     for name, tensor in tensors:
-        writer.add_tensor(name, np.ascontiguousarray(tensor))
+        # Q8_0: the same product in any batch (above); a width that is no multiple of
+        # 32 cannot be, and such a base's own weights are no Q8_0 either
+        if name.endswith(".lora_a") and tensor.shape[1] % _BLOCK == 0:
+            writer.add_tensor(name, gguf.quantize(_padded(tensor, name), q8), raw_dtype=q8)
+        else:
+            writer.add_tensor(name, np.ascontiguousarray(_padded(tensor, name)))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -139,6 +154,22 @@ def _scale(config: dict[str, Any], module: str, rank: int) -> float:
             alpha = float(value)
             break
     return alpha / math.sqrt(rank) if config.get("use_rslora") else alpha / rank
+
+
+def _padded(tensor: Any, name: str) -> Any:
+    """``tensor`` with its rank padded with zeros to a multiple of Q8_0's 32-value block
+    (``lora_a``'s rows, ``lora_b``'s columns): the same product, and ``lora_a``'s rows
+    quantizable."""
+    import numpy as np
+
+    rank = tensor.shape[0] if name.endswith(".lora_a") else tensor.shape[1]
+    extra = -rank % _BLOCK
+    if name.endswith(".lora_a"):
+        return np.pad(tensor, ((0, extra), (0, 0)))
+    return np.pad(tensor, ((0, 0), (0, extra)))
+
+
+_BLOCK = 32
 
 
 def _permute_rows(b: Any, heads: int) -> Any:

@@ -243,13 +243,8 @@ class LlamaCppBackend:
     ) -> list[GenerateResult]:
         """Greedy generation: ``batch_size`` requests at a time in sequences of their
         own (``backends/_llama_batch.py``) when their prompts share less than one chunk,
-        else one at a time on the shared primer's cached chunks: the same outputs.
-
-        With a LoRA adapter, always one at a time: the adapter's float32 products take
-        other kernels for other numbers of tokens per call, so a sequence's logits
-        would depend on what else is in the batch (one text in three changed at batch
-        3 on 2026-12-07), and runners with other batch sizes would disagree."""
-        if batch_size > 1 and len(requests) > 1 and not self._llama.adapted:
+        else one at a time on the shared primer's cached chunks: the same outputs."""
+        if batch_size > 1 and len(requests) > 1:
             prompts = [
                 fit_prompt(self.encode_prompt(r.prompt), r.max_new_tokens, self.context_tokens)
                 for r in requests

@@ -1,6 +1,7 @@
 """PEFT LoRA → GGUF LoRA (``backends/gguf_lora.py``) on a tiny LLaMA-shaped GGUF base:
-names, shapes, peft's scales folded into ``lora_b``, the query/key row order that
-transformers' GGUF loader undoes, and every adapter llama.cpp cannot run refused."""
+names, shapes (the rank padded to 32, ``lora_a`` in Q8_0), peft's scales folded into
+``lora_b``, the query/key row order that transformers' GGUF loader undoes, and every
+adapter llama.cpp cannot run refused."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 from quorumbench.backends.gguf_lora import peft_to_gguf_lora  # noqa: E402
 from quorumbench.errors import ModelLoadError  # noqa: E402
 
-HEADS, HEADS_KV, HEAD_DIM = 2, 1, 4
-EMBD = HEADS * HEAD_DIM  # 8
+HEADS, HEADS_KV, HEAD_DIM = 2, 1, 16
+EMBD = HEADS * HEAD_DIM  # 32: Q8_0's block
 RANK = 2
 
 
@@ -55,10 +56,22 @@ def _adapter(path: Path, modules=("q_proj", "k_proj", "v_proj"), **config) -> di
 
 
 def _tensors(path: Path) -> dict[str, object]:
-    reader = gguf.GGUFReader(path)
-    return {
-        t.name: np.array(t.data).reshape(tuple(reversed(t.shape.tolist()))) for t in reader.tensors
-    }
+    """Each tensor in peft's row-major layout (Q8_0 ones de-quantized), the rank's zero
+    padding cut off again after checking it is zero."""
+    out = {}
+    for t in gguf.GGUFReader(path).tensors:
+        data = gguf.dequantize(np.array(t.data), t.tensor_type)
+        data = data.reshape(tuple(reversed(t.shape.tolist())))
+        if t.name.endswith(".lora_a"):
+            assert t.tensor_type == gguf.GGMLQuantizationType.Q8_0 and data.shape[0] == 32
+            assert not data[RANK:].any()
+            data = data[:RANK]
+        else:
+            assert t.tensor_type == gguf.GGMLQuantizationType.F32 and data.shape[1] == 32
+            assert not data[:, RANK:].any()
+            data = data[:, :RANK]
+        out[t.name] = data
+    return out
 
 
 def _undo_llama_order(b, heads):
@@ -84,7 +97,9 @@ def test_an_adapter_becomes_a_gguf_lora_with_peft_scales_and_llama_row_order(tmp
     for proj, heads in (("q", HEADS), ("k", HEADS_KV), ("v", None)):
         a = weights[f"{prefix}.{proj}_proj.lora_A.weight"]
         b = weights[f"{prefix}.{proj}_proj.lora_B.weight"] * scale
-        assert np.array_equal(tensors[f"blk.0.attn_{proj}.weight.lora_a"], a)
+        # Q8_0: a scale per 32 values, each value within half a step of 1/127 of the max
+        step = np.abs(a).max() / 127
+        assert np.allclose(tensors[f"blk.0.attn_{proj}.weight.lora_a"], a, rtol=0, atol=step)
         stored = tensors[f"blk.0.attn_{proj}.weight.lora_b"]
         if heads is None:
             assert np.allclose(stored, b)
