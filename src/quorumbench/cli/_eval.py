@@ -52,7 +52,7 @@ class EvalArgs:
     sandbox: CodeSandbox = "auto"
     """Where a code benchmark runs generated programs (``none``: ``--no-sandbox``)."""
     engine: Literal["transformers", "llamacpp"] = "transformers"
-    """What runs a GGUF file (``gguf:``/``bundled:`` refs)."""
+    """What runs a GGUF file (``gguf:``/``bundled:`` refs) or a LoRA adapter on one."""
 
     def __repr__(self) -> str:  # the API key must never reach a log or traceback
         return f"EvalArgs(model={self.model!r}, benchmark={self.benchmark!r}, ...)"
@@ -114,9 +114,10 @@ def code_executor(benchmark: Benchmark, kind: CodeSandbox) -> CodeExecutor:
 def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     _check_json_target(args.json_path)
     ref = parse_ref(args.model)  # fail fast on a bad ref, before loading anything
-    if args.engine != "transformers" and ref.scheme not in ("gguf", "bundled"):
+    if args.engine != "transformers" and ref.scheme not in ("gguf", "bundled", "hf"):
         raise ConfigError(
-            f"--engine {args.engine} runs GGUF files (gguf: and bundled: refs), not {ref.scheme}:"
+            f"--engine {args.engine} runs GGUF files (gguf: and bundled: refs) and LoRA "
+            f"adapters on them (hf:), not {ref.scheme}:"
         )
     settings = get_settings()
     datasets_dir = args.datasets_dir or settings.datasets_dir

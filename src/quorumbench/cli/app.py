@@ -193,9 +193,10 @@ def eval_command(
         str,
         typer.Option(
             "--engine",
-            help="What runs a GGUF file (gguf:, bundled:): transformers (de-quantized) or "
-            "llamacpp (the file as it is, as runners do for GGUF models registered since "
-            "protocol 1.3; in the gguf extra).",
+            help="What runs a GGUF file (gguf:, bundled:) or a LoRA adapter on one (hf:): "
+            "transformers (de-quantized) or llamacpp (the file as it is, as runners do for "
+            "GGUF models registered since protocol 1.3 and adapters on them since 1.4; in "
+            "the gguf extra).",
         ),
     ] = "transformers",
     show_samples: Annotated[

@@ -38,7 +38,8 @@ def run(*args, env=None):
         (["eval", "--engine", "vllm"], "use transformers or llamacpp"),
         (
             ["eval", "-m", "openai:https://api.example.com/v1#m", "--engine", "llamacpp"],
-            "error: --engine llamacpp runs GGUF files (gguf: and bundled: refs), not openai:",
+            "error: --engine llamacpp runs GGUF files (gguf: and bundled: refs) and LoRA "
+            "adapters on them (hf:), not openai:",
         ),
         (["eval", "-n", "0"], "Error: Invalid value for '--samples' / '-n'"),
         (["benchmark", "validate", "/nonexistent.yaml"], "benchmark spec not found"),

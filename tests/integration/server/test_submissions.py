@@ -468,6 +468,25 @@ def test_an_adapters_base_is_named_with_whether_it_is_registered_here(make_world
     assert f"registered here as model {base['id']}" in finding(again, "base-pinned")["message"]
 
 
+def test_an_adapter_on_a_gguf_file_is_pinned_to_it_and_runs_on_llama_cpp(make_world, smollm2_gguf):
+    from quorumbench.backends._files import file_sha256
+
+    world = make_world()
+    _adapter(world, "me/lora", {"base_model_name_or_path": "bundled:smollm2-135m-instruct"})
+    report = world.validate("hf:me/lora@main")
+    assert report["ok"], report
+    pinned = f"bundled:smollm2-135m-instruct@{file_sha256(smollm2_gguf)}"
+    assert report["metadata"]["base_model"] == pinned
+    assert pinned in finding(report, "base-pinned")["message"]
+    made = world.register("hf:me/lora@main")
+    assert made.status_code == 201, made.text
+    assert made.json()["engine"] == "llamacpp" and made.json()["base_ref"] == pinned
+    # a Hub GGUF base needs its commit, as any Hub base does
+    _adapter(world, "me/lora3", {"base_model_name_or_path": "gguf:org/base/model.gguf"})
+    unpinned = world.validate("hf:me/lora3@main")
+    assert not unpinned["ok"] and codes(unpinned, "error") == ["base-not-pinned"]
+
+
 def test_the_licence_is_a_warning_without_an_allow_list(make_world):
     world = make_world()
     world.repo("org/nolicense", config=LLAMA, card=None)

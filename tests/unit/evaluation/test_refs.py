@@ -3,7 +3,7 @@ import re
 import pytest
 
 from quorumbench.errors import InvalidRefError
-from quorumbench.evaluation.refs import ModelRef, parse_ref
+from quorumbench.evaluation.refs import ModelRef, engine_for, gguf_adapter_base, parse_ref
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 SHA256 = "ab" * 32
@@ -159,3 +159,41 @@ def test_a_plugin_ref_is_always_pinned(text, reason):
     for allow_moving in (False, True):  # nothing resolves a plugin's branch names
         with pytest.raises(InvalidRefError, match=re.escape(reason)):
             parse_ref(text, allow_moving=allow_moving)
+
+
+@pytest.mark.parametrize(
+    ("ref", "base", "engine"),
+    [
+        ("gguf:./m.gguf", None, "llamacpp"),
+        ("bundled:smollm2-135m-instruct", None, "llamacpp"),
+        (f"hf:org/m@{'a' * 40}", None, "transformers"),
+        (f"hf:org/lora@{'a' * 40}", f"hf:org/base@{'b' * 40}", "transformers"),
+        (f"hf:org/lora@{'a' * 40}", "bundled:smollm2-135m-instruct", "llamacpp"),
+        (f"hf:org/lora@{'a' * 40}", f"gguf:org/base/m.gguf@{'b' * 40}", "llamacpp"),
+        ("openai:https://example.org/v1#m", None, "endpoint"),
+        (f"mock:tiny@{'a' * 64}", None, None),
+    ],
+)
+def test_the_engine_follows_the_file_an_adapter_runs_on(ref, base, engine):
+    assert engine_for(parse_ref(ref), None if base is None else parse_ref(base)) == engine
+
+
+@pytest.mark.parametrize(
+    ("base", "revision", "expected"),
+    [
+        ("org/base", "b" * 40, None),  # a transformers checkpoint
+        ("/models/base", None, None),
+        ("bundled:smollm2-135m-instruct", None, "bundled:smollm2-135m-instruct"),
+        ("gguf:/models/m.gguf", None, "gguf:/models/m.gguf"),
+        ("gguf:org/base/m.gguf", "b" * 40, f"gguf:org/base/m.gguf@{'b' * 40}"),
+        (f"gguf:org/base/m.gguf@{'c' * 40}", "b" * 40, f"gguf:org/base/m.gguf@{'c' * 40}"),
+    ],
+)
+def test_an_adapters_gguf_base_is_read_from_its_config(base, revision, expected):
+    found = gguf_adapter_base(base, revision)
+    assert (None if found is None else found.canonical()) == expected
+
+
+def test_an_unpinned_hub_gguf_base_is_refused():
+    with pytest.raises(InvalidRefError, match="pinned to a 40-hex commit"):
+        gguf_adapter_base("gguf:org/base/m.gguf", None)
