@@ -181,5 +181,6 @@ def test_generation_is_the_transformers_path_where_the_kernels_agree(llama, smol
 def test_only_gguf_files_run_on_llama_cpp(smollm2_dir):
     with pytest.raises(ConfigError, match="runs on transformers"):
         load_backend(f"hf:{smollm2_dir}", BackendOptions(engine="llamacpp"))
-    with pytest.raises(ConfigError, match="unknown engine"):
-        load_backend("bundled:smollm2-135m-instruct", BackendOptions(engine="vllm"))
+    for ref in ("bundled:smollm2-135m-instruct", f"hf:{smollm2_dir}"):
+        with pytest.raises(ConfigError, match="unknown engine"):
+            load_backend(ref, BackendOptions(engine="vllm"))

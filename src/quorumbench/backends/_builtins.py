@@ -15,12 +15,10 @@ from quorumbench.evaluation.refs import ModelRef
 def _load_hf(ref: ModelRef, options: BackendOptions) -> ModelBackend:
     from quorumbench.backends.hf import load_hf_backend
 
-    if options.engine != "transformers":
-        raise ConfigError(
-            f"{ref.canonical()} runs on transformers; the {options.engine} engine runs GGUF "
-            "files (gguf: and bundled: refs)"
-        )
-
+    if options.engine not in ("transformers", "llamacpp"):
+        raise ConfigError(f"unknown engine {options.engine!r} (transformers or llamacpp)")
+    # llamacpp: a LoRA adapter on a GGUF file; anything else is refused once fetched
+    # (``backends/local.py``, ``on_llama_cpp``)
     return load_hf_backend(ref, options)
 
 
