@@ -12,9 +12,10 @@ the hour made it take 84 to 520 s in runs of 2026-12-06 and 07):
 * its seed: the database is made before the demo with that epoch's row, whose seed draws
   HumanEval/18 (a task of 5 to 13 s per runner for either model on a 2-core machine,
   2026-12-07). A random seed draws any of
-  164 problems, on some of which the LoRA generates all 1,024 tokens on transformers
-  (HumanEval/129: 221 s per runner on a busy 2-core machine). Which problem is drawn is
-  not what this test checks; the draw itself is tested in ``tests/unit/core``.
+  164 problems, on some of which SmolLM2 generates all 1,024 tokens (HumanEval/129:
+  221 s per runner on a busy 2-core machine while the LoRA ran on transformers). Which
+  problem is drawn is not what this test checks; the draw itself is tested in
+  ``tests/unit/core``.
 """
 
 from __future__ import annotations
@@ -140,6 +141,14 @@ def test_demo_reaches_consensus_and_its_data_dir_serves_again(
             ).all()
             assert sorted(c for _, c, _ in per_task) == [3] * 10
             assert all(distinct == 3 for _, _, distinct in per_task)
+            # both models run on llama.cpp: the GGUF file, and the LoRA on it (1.4)
+            engines = conn.execute(
+                text(
+                    "SELECT DISTINCT m.engine, r.engine FROM results r JOIN tasks t "
+                    "ON t.id = r.task_id JOIN models m ON m.id = t.model_id"
+                )
+            ).all()
+            assert engines == [("llamacpp", "llamacpp")]
             owners = conn.execute(
                 text(
                     "SELECT COUNT(*) FROM results r JOIN tasks t ON t.id = r.task_id "
