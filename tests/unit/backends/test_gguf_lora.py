@@ -153,3 +153,47 @@ def test_a_module_the_base_lacks_or_an_unknown_architecture_is_refused(tmp_path)
     _adapter(tmp_path / "adapter2", modules=("q_proj",))
     with pytest.raises(ModelLoadError, match="architecture 'gpt2'"):
         peft_to_gguf_lora(tmp_path / "adapter2", other, tmp_path / "lora2.gguf")
+
+
+def test_broken_adapters_are_refused_with_the_reason(tmp_path):
+    base = _base(tmp_path / "base.gguf")
+    out = tmp_path / "lora.gguf"
+    weights = _adapter(tmp_path / "adapter", modules=("q_proj",))
+    (tmp_path / "adapter" / "adapter_model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match="holds no adapter_model.safetensors"):
+        peft_to_gguf_lora(tmp_path / "adapter", base, out)
+    broken = {
+        "a stray weight": {**weights, "base_model.model.lm_head.weight": np.zeros((2, 2))},
+        "half a pair": {k: v for k, v in weights.items() if "lora_A" in k},
+        "a wrong shape": {k: v[:, :3] if "lora_A" in k else v for k, v in weights.items()},
+    }
+    reasons = {
+        "a stray weight": "is not a LoRA weight",
+        "a wrong shape": r"LoRA is \(32×2\)·\(2×3\), blk.0.attn_q.weight is 32×32",
+        "half a pair": "lacks lora_A or lora_B",
+    }
+    for what, tensors in broken.items():
+        safetensors_numpy.save_file(
+            {k: v.astype(np.float32) for k, v in tensors.items()},
+            str(tmp_path / "adapter" / "adapter_model.safetensors"),
+        )
+        with pytest.raises(ModelLoadError, match=reasons[what]):
+            peft_to_gguf_lora(tmp_path / "adapter", base, out)
+    (tmp_path / "adapter" / "adapter_config.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ModelLoadError, match="cannot read"):
+        peft_to_gguf_lora(tmp_path / "adapter", base, out)
+    assert not out.exists()
+
+
+def test_a_width_q8_0_cannot_hold_keeps_lora_a_in_float32(tmp_path, monkeypatch):
+    from quorumbench.backends import gguf_lora
+
+    monkeypatch.setattr(gguf_lora, "_BLOCK", 64)  # the tiny base's 32 is no multiple of 64
+    base = _base(tmp_path / "base.gguf")
+    weights = _adapter(tmp_path / "adapter", modules=("v_proj",))
+    peft_to_gguf_lora(tmp_path / "adapter", base, tmp_path / "lora.gguf")
+    [a, _] = gguf.GGUFReader(tmp_path / "lora.gguf").tensors
+    assert a.name.endswith("lora_a") and a.tensor_type == gguf.GGMLQuantizationType.F32
+    stored = np.array(a.data).reshape(64, EMBD)
+    a_peft = weights["base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight"]
+    assert np.array_equal(stored[:RANK], a_peft) and not stored[RANK:].any()
