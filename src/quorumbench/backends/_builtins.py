@@ -15,23 +15,24 @@ from quorumbench.evaluation.refs import ModelRef
 def _load_hf(ref: ModelRef, options: BackendOptions) -> ModelBackend:
     from quorumbench.backends.hf import load_hf_backend
 
-    if options.engine not in ("transformers", "llamacpp"):
+    if options.engine not in ("transformers", "llamacpp", "auto"):
         raise ConfigError(f"unknown engine {options.engine!r} (transformers or llamacpp)")
     # llamacpp: a LoRA adapter on a GGUF file; anything else is refused once fetched
-    # (``backends/local.py``, ``on_llama_cpp``)
+    # (``backends/local.py``, ``on_llama_cpp``, which also settles ``auto``)
     return load_hf_backend(ref, options)
 
 
 def _load_gguf(ref: ModelRef, options: BackendOptions) -> ModelBackend:
+    from quorumbench.backends._llama_lib import installed
     from quorumbench.backends._registry import resolve_bundled
 
     if ref.scheme == "bundled":  # a file shipped in a Python package: a local gguf ref
         ref = resolve_bundled(ref)
-    if options.engine == "llamacpp":
+    if options.engine == "llamacpp" or (options.engine == "auto" and installed()):
         from quorumbench.backends.llamacpp import load_llamacpp_backend
 
         return load_llamacpp_backend(ref, options)
-    if options.engine != "transformers":
+    if options.engine not in ("transformers", "auto"):
         raise ConfigError(f"unknown engine {options.engine!r} (transformers or llamacpp)")
     from quorumbench.backends.gguf import load_gguf_backend
 

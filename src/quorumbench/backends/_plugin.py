@@ -41,8 +41,10 @@ class BackendOptions:
     """Retries after the first attempt (0: one attempt only)."""
     threads: int | None = None
     engine: str = "transformers"
-    """What runs a GGUF file (``gguf:`` and ``bundled:`` refs): ``transformers`` (de-quantized,
-    ``backends/gguf.py``) or ``llamacpp`` (the file as it is, ``backends/llamacpp.py``)."""
+    """What runs a GGUF file (``gguf:`` and ``bundled:`` refs) or a LoRA adapter on one:
+    ``transformers`` (de-quantized, ``backends/gguf.py``), ``llamacpp`` (the file as it
+    is, ``backends/llamacpp.py``), or ``auto``: llamacpp where the pinned xllamacpp is
+    installed, as runners evaluate such models for the board, else transformers."""
 
 
 BackendFactory = Callable[[ModelRef, BackendOptions], ModelBackend]

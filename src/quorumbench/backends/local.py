@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from quorumbench.backends import _llama_lib
 from quorumbench.backends._plugin import BackendOptions
 from quorumbench.backends._registry import resolve_bundled
 from quorumbench.errors import ConfigError, ModelLoadError
@@ -45,6 +46,12 @@ class LocalModel:
     """The adapter's pinned base."""
     gguf_file: Path | None = None
     """The GGUF file ``directory`` is (or will be) converted from."""
+
+    @property
+    def gguf_digest(self) -> str:
+        """The SHA-256 of ``gguf_file``, which names its conversion's directory
+        (``<cache>/gguf/<sha256>``): the revision of a GGUF model, not of an adapter on one."""
+        return self.directory.name
 
     @property
     def converted(self) -> bool:
@@ -134,7 +141,9 @@ def fetch_model(ref: str | ModelRef, options: BackendOptions) -> LocalModel:
 
 def on_llama_cpp(model: LocalModel, options: BackendOptions) -> bool:
     """Whether ``model`` runs on llama.cpp: a GGUF file (or a LoRA adapter on one), and
-    the llama.cpp engine."""
+    the llama.cpp engine (``auto``: when it is installed)."""
+    if options.engine == "auto":
+        return model.gguf_file is not None and _llama_lib.installed()
     if options.engine != "llamacpp":
         return False
     if model.gguf_file is None:
@@ -164,7 +173,7 @@ def load_local(model: LocalModel, options: BackendOptions) -> ModelBackend:
     directory = model.directory
     if not model.converted:
         assert model.gguf_file is not None
-        directory = converted_dir(model.gguf_file, model.revision, directory.parent.parent)
+        directory = converted_dir(model.gguf_file, model.gguf_digest, directory.parent.parent)
     adapter = None
     if model.adapter is not None:
         assert model.base_ref is not None
@@ -176,8 +185,9 @@ def load_local(model: LocalModel, options: BackendOptions) -> ModelBackend:
 
 def _llama_cpp_with_adapter(model: LocalModel, options: BackendOptions) -> ModelBackend:
     """The GGUF base on llama.cpp with the PEFT adapter converted to llama.cpp's LoRA
-    format (``backends/gguf_lora.py``: a fraction of a second); llama.cpp reads the
-    converted file when loading, so it lives in a temporary directory until then."""
+    format (``backends/gguf_lora.py``: about 2.5 s for the bundled base, most of it
+    reading the base's header); llama.cpp reads the converted file when loading, so it
+    lives in a temporary directory until then."""
     from quorumbench.backends.gguf_lora import peft_to_gguf_lora
     from quorumbench.backends.llamacpp import LlamaCppBackend
 

@@ -12,7 +12,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from quorumbench.backends import BackendOptions, load_backend
+from quorumbench.backends import BackendOptions, available_engines, load_backend
 from quorumbench.benchmarks import load_benchmark
 from quorumbench.cli._console import escape
 from quorumbench.cli._output import print_result, write_json
@@ -51,8 +51,9 @@ class EvalArgs:
     show_samples: bool
     sandbox: CodeSandbox = "auto"
     """Where a code benchmark runs generated programs (``none``: ``--no-sandbox``)."""
-    engine: Literal["transformers", "llamacpp"] = "transformers"
-    """What runs a GGUF file (``gguf:``/``bundled:`` refs) or a LoRA adapter on one."""
+    engine: Literal["transformers", "llamacpp", "auto"] = "auto"
+    """What runs a GGUF file (``gguf:``/``bundled:`` refs) or a LoRA adapter on one
+    (``auto``: llama.cpp where installed, as runners do)."""
 
     def __repr__(self) -> str:  # the API key must never reach a log or traceback
         return f"EvalArgs(model={self.model!r}, benchmark={self.benchmark!r}, ...)"
@@ -114,7 +115,7 @@ def code_executor(benchmark: Benchmark, kind: CodeSandbox) -> CodeExecutor:
 def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
     _check_json_target(args.json_path)
     ref = parse_ref(args.model)  # fail fast on a bad ref, before loading anything
-    if args.engine != "transformers" and ref.scheme not in ("gguf", "bundled", "hf"):
+    if args.engine == "llamacpp" and ref.scheme not in ("gguf", "bundled", "hf"):
         raise ConfigError(
             f"--engine {args.engine} runs GGUF files (gguf: and bundled: refs) and LoRA "
             f"adapters on them (hf:), not {ref.scheme}:"
@@ -140,7 +141,10 @@ def run_eval(args: EvalArgs, console: Console, err_console: Console) -> None:
         engine=args.engine,
     )
     loading = f"Loading model {escape(ref.canonical())}…"
-    if args.engine == "transformers" and ref.scheme in ("gguf", "bundled"):
+    engine = args.engine
+    if engine == "auto":
+        engine = "llamacpp" if "llamacpp" in available_engines() else "transformers"
+    if engine == "transformers" and ref.scheme in ("gguf", "bundled"):
         loading += " (a GGUF file is converted once)"
     with err_console.status(loading):
         backend = load_backend(ref, options)

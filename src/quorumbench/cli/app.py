@@ -194,11 +194,11 @@ def eval_command(
         typer.Option(
             "--engine",
             help="What runs a GGUF file (gguf:, bundled:) or a LoRA adapter on one (hf:): "
-            "transformers (de-quantized) or llamacpp (the file as it is, as runners do for "
+            "transformers (de-quantized), llamacpp (the file as it is, as runners do for "
             "GGUF models registered since protocol 1.3 and adapters on them since 1.4; in "
-            "the gguf extra).",
+            "the gguf extra), or auto: llamacpp where it is installed, else transformers.",
         ),
-    ] = "transformers",
+    ] = "auto",
     show_samples: Annotated[
         bool, typer.Option("--show-samples", help="Also print each sample's result.")
     ] = False,
@@ -226,8 +226,8 @@ def eval_command(
     if prompt_style not in ("auto", "chat", "plain"):
         raise typer.BadParameter("use auto, chat or plain", param_hint="--prompt-style")
     style: Literal["auto", "chat", "plain"] = prompt_style  # type: ignore[assignment]
-    if engine not in ("transformers", "llamacpp"):
-        raise typer.BadParameter("use transformers or llamacpp", param_hint="--engine")
+    if engine not in ("transformers", "llamacpp", "auto"):
+        raise typer.BadParameter("use transformers, llamacpp or auto", param_hint="--engine")
     run_eval(
         EvalArgs(
             model=model,

@@ -341,7 +341,7 @@ def convert_sandboxed(
     from quorumbench.backends.local import MARKER
 
     assert model.gguf_file is not None
-    with conversion_slot(model.revision, model.directory.parent.parent) as staging:
+    with conversion_slot(model.gguf_digest, model.directory.parent.parent) as staging:
         if staging is None:
             return
         where = layout(
@@ -352,7 +352,7 @@ def convert_sandboxed(
             message = {
                 "op": "convert",
                 "gguf": str(model.gguf_file),
-                "digest": model.revision,
+                "digest": model.gguf_digest,
                 "out": str(staging),
             }
             worker.call(message, watch)

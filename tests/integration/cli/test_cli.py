@@ -35,7 +35,7 @@ def run(*args, env=None):
         ),
         (["eval", "--json", "/nonexistent/dir/out.json"], "does not exist"),
         (["eval", "--prompt-style", "fancy"], "use auto, chat or plain"),
-        (["eval", "--engine", "vllm"], "use transformers or llamacpp"),
+        (["eval", "--engine", "vllm"], "use transformers, llamacpp or auto"),
         (
             ["eval", "-m", "openai:https://api.example.com/v1#m", "--engine", "llamacpp"],
             "error: --engine llamacpp runs GGUF files (gguf: and bundled: refs) and LoRA "
@@ -188,7 +188,8 @@ def test_benchmark_and_plugin_lists():
 @pytest.mark.model
 @pytest.mark.slow
 def test_main_job_end_to_end(tmp_path, smollm2_dir, model_cache_dir):
-    """`quorumbench eval` as a user runs it: bundled model, arith, JSON written."""
+    """`quorumbench eval` as a user runs it: bundled model, arith, JSON written; the file
+    runs on llama.cpp, as runners evaluate it for the board (``--engine auto``)."""
     out = tmp_path / "result.json"
     env = {**os.environ, "QB_CACHE_DIR": str(model_cache_dir), "QB_OPENAI_API_KEY": "sk-secret-123"}
     proc = subprocess.run(
@@ -216,6 +217,6 @@ def test_main_job_end_to_end(tmp_path, smollm2_dir, model_cache_dir):
     doc = json.loads(out.read_text())
     assert doc["benchmark"]["name"] == "arith"
     assert doc["n"] == 2 and len(doc["samples"]) == 2
-    assert doc["model"]["backend"] == "gguf"
+    assert doc["model"]["backend"] == "llamacpp"
     assert len(doc["outputs_sha256"]) == 64
     assert "sk-secret-123" not in out.read_text()

@@ -119,9 +119,13 @@ def test_the_claim_still_walks_the_claimable_index(world: World) -> None:
         compiled = sql._take_first.compile(dialect=conn.dialect)
         # the runner's engines are an expanding list, written into the statement here
         text = str(compiled).replace("__[POSTCOMPILE_engines]", "'transformers', 'llamacpp'")
-        # raw parameters carry no SQL types: the edge flag must be a real boolean
+        # raw parameters carry no SQL types: the runner's flags must be real booleans; the
+        # statement's own literals keep their values, the account and ids are 1
+        flags = ("edge_ok", "gguf_adapters_ok")
         params = {
-            name: True if name == "edge_ok" else 1 for name in compiled.params if name != "engines"
+            name: True if name in flags else (1 if value is None else value)
+            for name, value in compiled.params.items()
+            if name != "engines"
         }
         if world.db.dialect == "postgresql":
             conn.execute(_QUEUE_ORDER_PLAN)
