@@ -31,6 +31,7 @@ from typing import Any, Literal, NamedTuple
 
 from quorumbench.backends._files import file_sha256, pinned_local
 from quorumbench.backends._registry import BUNDLED, resolve_bundled
+from quorumbench.backends.gguf_lora import ARCHITECTURES
 from quorumbench.backends.local import MARKER
 from quorumbench.errors import InvalidRefError, ModelLoadError, RegistrationError
 from quorumbench.evaluation.refs import BUILTIN_SCHEMES, ModelRef, gguf_adapter_base, parse_ref
@@ -348,6 +349,14 @@ def _gguf_base(
         raise RegistrationError(
             f"the adapter's base cannot be read: {exc.message}", check="base-unreachable"
         ) from exc
+    if meta.architecture not in ARCHITECTURES:  # runners could never load it
+        raise RegistrationError(
+            f"the adapter's base {meta.ref.canonical()} is a GGUF file of architecture "
+            f"{meta.architecture!r}; adapters on GGUF files run on llama.cpp for "
+            f"{', '.join(sorted(ARCHITECTURES))}: name the base's transformers checkpoint "
+            "instead",
+            check="base-unsupported",
+        )
     return _Base(meta.ref.canonical(), meta.params)
 
 

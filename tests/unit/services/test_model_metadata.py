@@ -224,6 +224,30 @@ def test_local_gguf(tmp_path):
     assert meta.details["tensor_count"] == 2
 
 
+def test_an_adapter_on_a_gguf_file_is_pinned_to_it_and_its_architecture_checked(adapter, tmp_path):
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    base = _tiny_gguf(tmp_path / "tiny.Q8_0.gguf")
+    made_on = _with_base(adapter[0], tmp_path / "a", base_model_name_or_path=f"gguf:{base}")
+    meta = inspect_model(f"hf:{made_on}")
+    assert meta.base_ref == f"gguf:{base}@{file_sha256(base)}"
+    assert meta.details["kind"] == "adapter" and meta.details["base_params"] == 35
+    # an architecture whose adapters llama.cpp does not run here: refused at once,
+    # not left to fail on every runner
+    other = tmp_path / "other.gguf"
+    writer = gguf.GGUFWriter(other, "gpt2")
+    writer.add_tensor("a", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    on_other = _with_base(adapter[0], tmp_path / "b", base_model_name_or_path=f"gguf:{other}")
+    with pytest.raises(RegistrationError, match="architecture 'gpt2'") as refused:
+        inspect_model(f"hf:{on_other}")
+    assert refused.value.check == "base-unsupported"
+
+
 @pytest.mark.model
 def test_bundled_smollm2_gguf(smollm2_gguf):
     meta = inspect_model(f"gguf:{smollm2_gguf}")
