@@ -122,8 +122,9 @@ def _parsed_once() -> Iterator[None]:
     files are byte for byte the same (checked on 2026-12-07), in 13 s instead of 25.
     transformers imports both names from ``gguf`` inside its functions, so replacing
     them on the module for the conversion's duration is what it calls. The swap is
-    process-wide: nothing else in the package reads GGUF through these two names, and
-    the conversions of one process take turns (``_PARSING``), so a swap never nests.
+    process-wide and the conversions of one process take turns (``_PARSING``), so a
+    swap never nests. The one other reader through these names, ``gguf_lora.py``, gets
+    a cached reader of the same file or the same name map meanwhile: the same values.
     """
     import gguf
 
