@@ -17,7 +17,9 @@ from quorumbench.services.live import stop_pool
 from ..llamacpp import LLAMACPP_KEY, require_llamacpp, serve_llamacpp
 from .test_asks_live import assert_key_nowhere, wait_until_done
 
-pytestmark = [pytest.mark.model]
+# A live ask of a llama.cpp server: its code runs traced in test_asks_model.py and
+# test_asks_live.py (tests/conftest.py, _untraced).
+pytestmark = [pytest.mark.model, pytest.mark.untraced]
 PLAN = {"benchmarks": ["gen-reasoning"], "budget": 2, "versions": {"seed": "11a0a"}}
 
 
