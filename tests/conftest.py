@@ -113,55 +113,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-TRACE_ALL = os.environ.get("QB_TRACE_ALL") == "1"
-"""Trace every test (``QB_TRACE_ALL=1 make test``): the check that the tests run
-untraced cover no line the traced ones miss (docs/testing.md, "Untraced tests")."""
-
-
-def _untraced(item: pytest.Item) -> bool:
-    """Whether ``item`` runs without coverage's tracer (docs/testing.md).
-
-    Under Python 3.11 a traced thread runs all of its code the slow way, the libraries'
-    too: the server and page tests took 1.5 times as long traced. Two kinds of test run
-    untraced, because a whole traced run found no line that only they cover:
-
-    - the PostgreSQL twin of a test that also runs on SQLite (marked ``postgres``, not
-      ``redis``: the Redis queue's lines are covered by those twins only), except in
-      modules marked ``postgres_paths``, whose PostgreSQL runs go through code only
-      PostgreSQL takes (row and table locks, isolation levels);
-    - modules marked ``untraced``: the browser's view of pages and statistical
-      properties, whose lines the server, page and unit tests run too.
-
-    Every test still runs and checks all it checks; only the measuring stops.
-    """
-    if TRACE_ALL or item.config.getoption("cov_context", None):
-        return False  # contexts per test (--cov-context=test) need coverage running
-    if item.get_closest_marker("untraced") is not None:
-        return True
-    return (
-        item.get_closest_marker("postgres") is not None
-        and item.get_closest_marker("redis") is None
-        and item.get_closest_marker("postgres_paths") is None
-    )
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Stop coverage for the setup, call and teardown of an untraced test (what
-    pytest-cov's ``no_cover`` does for the call alone), then start it again."""
-    import coverage
-
-    measuring = coverage.Coverage.current()
-    if measuring is None or not _untraced(item):
-        yield
-        return
-    measuring.stop()
-    try:
-        yield
-    finally:
-        measuring.start()
-
-
 def _shared_tmp(factory: pytest.TempPathFactory) -> Path:
     """The temporary folder of the whole run: every pytest-xdist worker's parent."""
     base = factory.getbasetemp()

@@ -28,10 +28,6 @@ from quorumbench.settings import OAuthProvider
 
 from .test_web import AxeFindings, browser, shot
 
-# The browser's view of the pages: their server code runs traced in the page and
-# server tests (tests/conftest.py, _untraced).
-pytestmark = pytest.mark.untraced
-
 __all__ = ["browser"]  # the module's Chromium, shared with test_web
 TOKEN = re.compile(r"^qb_[A-Za-z0-9_-]{43}$")
 

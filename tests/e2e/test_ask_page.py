@@ -29,10 +29,6 @@ from quorumbench.web.session import SESSION_COOKIE
 
 from .test_web import AxeFindings, browser, shot
 
-# The browser's view of the pages: their server code runs traced in the page and
-# server tests (tests/conftest.py, _untraced).
-pytestmark = pytest.mark.untraced
-
 __all__ = ["browser"]  # the module's Chromium, shared with test_web
 KEY = "sk-e2e-ask-7a41c9d2e8"
 QUERY = "which model is best at science reasoning?"

@@ -16,10 +16,6 @@ from .test_web import AXE_TAGS, shot
 from .test_web import browser as browser  # test_web's Chromium fixtures, reused
 from .test_web import page as page
 
-# The browser's view of the pages: their server code runs traced in the page and
-# server tests (tests/conftest.py, _untraced).
-pytestmark = pytest.mark.untraced
-
 CPU = {"cpu_model": "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", "cpu_count": 2}
 GPU = {"gpu_name": "NVIDIA H100 80GB HBM3", "cpu_count": 16}
 

@@ -23,10 +23,6 @@ from integration.web.seed import Seed
 from quorumbench.api.app import create_app
 from quorumbench.api.embedded import EmbeddedServer
 
-# The browser's view of the pages: their server code runs traced in the page and
-# server tests (tests/conftest.py, _untraced).
-pytestmark = pytest.mark.untraced
-
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "web"

@@ -17,9 +17,7 @@ from quorumbench.services.live import stop_pool
 from ..llamacpp import LLAMACPP_KEY, require_llamacpp, serve_llamacpp
 from .test_asks_live import assert_key_nowhere, wait_until_done
 
-# A live ask of a llama.cpp server: its code runs traced in test_asks_model.py and
-# test_asks_live.py (tests/conftest.py, _untraced).
-pytestmark = [pytest.mark.model, pytest.mark.untraced]
+pytestmark = [pytest.mark.model]
 PLAN = {"benchmarks": ["gen-reasoning"], "budget": 2, "versions": {"seed": "11a0a"}}
 
 

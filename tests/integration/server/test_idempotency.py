@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from sqlalchemy import func, select
 
 from quorumbench.db.idempotency_models import IdempotencyKey
 
 from .test_api import assert_problem, auth
 from .test_pools_api import MINTED, pool_body, world  # noqa: F401 (a fixture)
-
-# Its PostgreSQL runs take PostgreSQL-only code (locks, isolation levels): traced
-# there too (tests/conftest.py, _untraced).
-pytestmark = pytest.mark.postgres_paths
 
 
 def _post(world, path, body, who, key):  # noqa: F811

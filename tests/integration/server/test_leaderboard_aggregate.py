@@ -51,10 +51,6 @@ from quorumbench.services.leaderboard import (
 )
 from quorumbench.services.results import ResultPayload, submit_result
 
-# Its PostgreSQL runs take PostgreSQL-only code (locks, isolation levels): traced
-# there too (tests/conftest.py, _untraced).
-pytestmark = pytest.mark.postgres_paths
-
 Z = 1.959963984540054
 ONE_PILLAR: dict[str, Any] = {
     "pillars": {"sums": "math", "third": "math"},

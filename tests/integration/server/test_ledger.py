@@ -16,10 +16,6 @@ from quorumbench.services.accounts import create_account
 from quorumbench.services.context import ServerContext
 from quorumbench.services.ledger import account_holder, pool_holder
 
-# Its PostgreSQL runs take PostgreSQL-only code (locks, isolation levels): traced
-# there too (tests/conftest.py, _untraced).
-pytestmark = pytest.mark.postgres_paths
-
 
 @pytest.fixture
 def lctx(make_ctx, db_url) -> ServerContext:

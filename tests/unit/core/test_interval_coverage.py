@@ -25,9 +25,7 @@ from quorumbench.core.leaderboard import Accumulator, Interval, interval, weight
 
 # Monte Carlo: thousands of simulated boards (about 30 s on one core); `make test` runs
 # it, `make test-fast` does not.
-# A Monte Carlo property of the intervals: core's lines run traced in its unit tests
-# (tests/conftest.py, _untraced).
-pytestmark = [pytest.mark.slow, pytest.mark.untraced]
+pytestmark = pytest.mark.slow
 
 SEED = 20261208
 TRIALS = 2000
