@@ -192,11 +192,11 @@ def test_adapter_with_missing_local_base_is_refused(adapter, tmp_path):
 # --- GGUF -----------------------------------------------------------------------------
 
 
-def _tiny_gguf(path: Path) -> Path:
+def _tiny_gguf(path: Path, arch: str = "llama") -> Path:
     gguf = pytest.importorskip("gguf")
     import numpy as np
 
-    writer = gguf.GGUFWriter(path, "llama")
+    writer = gguf.GGUFWriter(path, arch)
     writer.add_name("Tiny Test")
     writer.add_context_length(64)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
@@ -225,9 +225,6 @@ def test_local_gguf(tmp_path):
 
 
 def test_an_adapter_on_a_gguf_file_is_pinned_to_it_and_its_architecture_checked(adapter, tmp_path):
-    gguf = pytest.importorskip("gguf")
-    import numpy as np
-
     base = _tiny_gguf(tmp_path / "tiny.Q8_0.gguf")
     made_on = _with_base(adapter[0], tmp_path / "a", base_model_name_or_path=f"gguf:{base}")
     meta = inspect_model(f"hf:{made_on}")
@@ -235,13 +232,7 @@ def test_an_adapter_on_a_gguf_file_is_pinned_to_it_and_its_architecture_checked(
     assert meta.details["kind"] == "adapter" and meta.details["base_params"] == 35
     # an architecture whose adapters llama.cpp does not run here: refused at once,
     # not left to fail on every runner
-    other = tmp_path / "other.gguf"
-    writer = gguf.GGUFWriter(other, "gpt2")
-    writer.add_tensor("a", np.zeros((4, 8), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    other = _tiny_gguf(tmp_path / "other.gguf", arch="gpt2")
     on_other = _with_base(adapter[0], tmp_path / "b", base_model_name_or_path=f"gguf:{other}")
     with pytest.raises(RegistrationError, match="architecture 'gpt2'") as refused:
         inspect_model(f"hf:{on_other}")
