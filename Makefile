@@ -76,7 +76,7 @@ demo: install ## Install, then run the main job: `quorumbench demo` (server, 2 m
 WORKERS ?= auto
 TIMINGS := .pytest-timings
 PYTEST := QB_TEST_TIMINGS=$(TIMINGS) $(BIN)/python -m pytest -p tests.tools.timings
-PARALLEL := -n $(WORKERS) --dist worksteal
+PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(TEST_STAMP) ## Run every test (unit, integration with the real model and data, CLI end to end) in parallel, with the coverage gates.
 	rm -rf .coverage .coverage.* $(TIMINGS)

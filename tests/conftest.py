@@ -91,9 +91,11 @@ def _file_seconds() -> dict[str, float]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # The longest files first (by their time in a whole run), each file's tests kept
     # together (module-scoped fixtures are set up once) and in their order (a stable
-    # sort). pytest-xdist's worksteal gives each worker a contiguous share and an idle
-    # worker takes from the end of another's: with the long files first, what is left
-    # at the end is short, and no worker runs a long test while the other waits.
+    # sort). `make test` runs pytest-xdist's loadfile without its reordering: a worker
+    # that comes free takes the next file of this list, longest first, so what is left
+    # at the end is short and the workers finish together. (worksteal gave the first
+    # worker the first half of the tests, the long files, and the other stole from its
+    # end: the last test it stole ran 35 s alone, 2026-12-07.)
     def file(item: pytest.Item) -> str:
         return item.nodeid.split("::")[0]
 

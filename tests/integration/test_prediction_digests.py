@@ -2,10 +2,12 @@
 on the backend path (transformers directory, or the GGUF file converted through the
 cache), while the raw-output digest depends on the batch size.
 
-Twenty TruthfulQA-MC1 items, evaluated four times (transformers at batch sizes 1, 8
-and 16, the ``gguf:`` path at 16), in one test: the runs take about a minute, and two
-tests sharing a module-scoped fixture ran them twice whenever pytest-xdist sent them to
-different workers.
+Twenty TruthfulQA-MC1 items, evaluated three times (transformers at batch sizes 1 and
+8, the ``gguf:`` path at 16), in one test: two tests sharing a module-scoped fixture ran
+them twice whenever pytest-xdist sent them to different workers. Until 2026-12-07 a
+fourth run, transformers at 16, took 18 of the test's 68 s: the ``gguf:`` path loads the
+same converted directory into the same transformers model, so its run at 16 is that
+batch size's run, and its predictions being the others' checks the path and the size.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def evaluate_all(smollm2_backend, smollm2_gguf, model_cache_dir, datasets_dir):
     bench = load_benchmark("truthfulqa-mc1", BenchmarkContext(datasets_dir))
     out = {
         ("hf", size): evaluate(bench, smollm2_backend, EvalConfig(n=N, seed=SEED, batch_size=size))
-        for size in (1, 8, 16)
+        for size in (1, 8)
     }
     gguf = load_backend(
         f"gguf:{smollm2_gguf}", BackendOptions(device="cpu", cache_dir=model_cache_dir)
@@ -64,16 +66,14 @@ def predictions_are_the_same(runs):
 
 def raw_outputs_differ_while_predictions_do_not(runs):
     # Observed on CPU: some log-likelihoods differ in their 4th decimal between batch
-    # shapes (e.g. -36.2613 at 1, -36.2612 at 8), and all three outputs digests differ.
-    # (They even depend on the batch size that first filled the backend's cache of the
-    # shared primer, so the GGUF run at 16 need not match the transformers one at 16.)
-    outputs = {size: runs[("hf", size)].outputs_sha256 for size in (1, 8, 16)}
-    assert len(set(outputs.values())) > 1, outputs
+    # shapes (e.g. -36.2613 at 1, -36.2612 at 8), and the outputs digests differ. (They
+    # even depend on the batch size that first filled the backend's cache of the shared
+    # primer.)
+    one, eight = runs[("hf", 1)], runs[("hf", 8)]
+    assert one.outputs_sha256 != eight.outputs_sha256
     differing = [
-        a.id
-        for a, b in zip(runs[("hf", 1)].samples, runs[("hf", 16)].samples, strict=True)
-        if a.output != b.output
+        a.id for a, b in zip(one.samples, eight.samples, strict=True) if a.output != b.output
     ]
     assert differing  # the raw outputs of some items differ...
-    predictions = {size: runs[("hf", size)].predictions_sha256 for size in (1, 8, 16)}
-    assert len(set(predictions.values())) == 1  # ...and no prediction does
+    predictions = {key: run.predictions_sha256 for key, run in runs.items()}
+    assert len(set(predictions.values())) == 1, predictions  # ...and no prediction does

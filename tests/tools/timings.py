@@ -88,11 +88,27 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def _machine_idle() -> float | None:
+    """Seconds every core of the machine has been idle since boot (Linux), or None."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")  # idle + iowait
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
-    began = _cpu()
+    began, idle, at = _cpu(), _machine_idle(), time.time()
     yield
-    _write(kind="cpu", phase="all", name=item.nodeid, seconds=_cpu() - began)
+    row: dict[str, Any] = {"began_at": at, "ended_at": time.time()}
+    ended_idle = _machine_idle()
+    if idle is not None and ended_idle is not None:
+        # idle core-seconds of the whole machine while it ran (the other workers' tests
+        # ran beside it): where the cores wait, not compute
+        row["machine_idle"] = ended_idle - idle
+    _write(kind="cpu", phase="all", name=item.nodeid, seconds=_cpu() - began, **row)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -223,6 +239,18 @@ def report(folder: Path, top: int = 40) -> None:
     by_cost = sorted(fixtures.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
     for (name, scope), (s, t, n) in by_cost[:top]:
         emit(f"| {name} | {scope} | {int(n)} | {s:,.1f} | {t:,.1f} | {(s + t) / max(n, 1):.2f} |")
+    idle = {row["name"]: row for row in rows if row["kind"] == "cpu" and "machine_idle" in row}
+    if idle:
+        emit(f"\n## where the cores wait (top {top})\n")
+        emit("Idle core-seconds of the whole machine while a test ran (beside the other")
+        emit("workers' tests), with the test's own time and CPU.\n")
+        emit("| test | s | CPU s | machine idle s |")
+        emit("|---|---:|---:|---:|")
+        for name, row in sorted(idle.items(), key=lambda kv: -kv[1]["machine_idle"])[:top]:
+            emit(
+                f"| {name} | {tests.get(name, 0):,.1f} | {row['seconds']:,.1f} | "
+                f"{row['machine_idle']:,.1f} |"
+            )
     emit(f"\n## slowest tests (top {top})\n")
     emit("| test | s |")
     emit("|---|---:|")
