@@ -688,19 +688,20 @@ class TestCommandLine:
 
         from quorumbench.cli.app import app
 
-        key_dir = Path(tempfile.mkdtemp(prefix="qb-runner-key-"))
-        key = create_key(key_dir / "runner.key")
-        if client is not None:
-            client.key_ids = [key.key_id]
-            monkeypatch.setattr(
-                "quorumbench.runner.loop.ServerClient", lambda *a, **k: client, raising=True
-            )
-        for var in [v for v in os.environ if v.startswith("QB_RUNNER_")]:
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("QB_RUNNER_KEY_FILE", str(key.path))
-        monkeypatch.setenv("QB_RUNNER_SANDBOX", "none")
-        monkeypatch.chdir(Path(__file__).parent)  # no .env here
-        return CliRunner().invoke(app, ["runner", "start", *args], env=env)
+        # a private key: removed once the command has run (it is read only then)
+        with tempfile.TemporaryDirectory(prefix="qb-runner-key-") as key_dir:
+            key = create_key(Path(key_dir) / "runner.key")
+            if client is not None:
+                client.key_ids = [key.key_id]
+                monkeypatch.setattr(
+                    "quorumbench.runner.loop.ServerClient", lambda *a, **k: client, raising=True
+                )
+            for var in [v for v in os.environ if v.startswith("QB_RUNNER_")]:
+                monkeypatch.delenv(var, raising=False)
+            monkeypatch.setenv("QB_RUNNER_KEY_FILE", str(key.path))
+            monkeypatch.setenv("QB_RUNNER_SANDBOX", "none")
+            monkeypatch.chdir(Path(__file__).parent)  # no .env here
+            return CliRunner().invoke(app, ["runner", "start", *args], env=env)
 
     def test_once_with_no_work_exits_zero_and_says_so(self, monkeypatch):
         result = self.invoke(["--token", "qb_secret_value", "--once"], monkeypatch, FakeClient([]))
