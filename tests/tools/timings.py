@@ -13,7 +13,8 @@ Each file's time, for the order of the next parallel runs (``tests/durations.jso
     python tests/tools/timings.py --write-durations tests/durations.json /tmp/timings
 
 A test's time is its three phases (setup, call, teardown) as pytest reports them, and
-its CPU time (this process's and its ended children's, setup to teardown); a
+its CPU time (this process's and its ended children's, setup to teardown), with when it
+began and ended and how many core-seconds the whole machine was idle meanwhile; a
 fixture's time is the wall time of its setup (``pytest_fixture_setup``) and of its
 teardown (its finalizers), once per instance (a session fixture once per worker). It
 excludes the fixtures it requests: pytest sets those up before it.
