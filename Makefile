@@ -70,22 +70,29 @@ demo: install ## Install, then run the main job: `quorumbench demo` (server, 2 m
 
 # `make test` runs in parallel (pytest-xdist; WORKERS=auto is one per core), then the
 # tests marked `serial` alone (real CPU and wall-time measurements; skipped when the
-# parallel run left none out, as its collection alone takes 16 s); coverage is
-# combined over both and over every worker. It ends with the 25 slowest tests and the
-# wall time (tests/tools/timings.py; docs/testing.md says where the time goes).
+# parallel run left none out, as its collection alone takes 16 s). Line coverage is
+# measured in every process the run starts (the workers, and the CLI, servers and
+# runners they start) by SlipCover, not by a trace function (tests/tools/coverage_site
+# says why), merged into coverage.py's data file (tests/tools/linecov.py) and gated by
+# coverage.py's report. It ends with the 25 slowest tests and the wall time
+# (tests/tools/timings.py; docs/testing.md says where the time goes).
 WORKERS ?= auto
 TIMINGS := .pytest-timings
+LINECOV := .pytest-linecov
 PYTEST := QB_TEST_TIMINGS=$(TIMINGS) $(BIN)/python -m pytest -p tests.tools.timings
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+MEASURED := LINECOV_DIR=$(CURDIR)/$(LINECOV) LINECOV_SOURCE=$(CURDIR)/src/quorumbench \
+	PYTHONPATH=$(CURDIR)/tests/tools/coverage_site$${PYTHONPATH:+:$$PYTHONPATH}
 
 test: $(TEST_STAMP) ## Run every test (unit, integration with the real model and data, CLI end to end) in parallel, with the coverage gates.
-	rm -rf .coverage .coverage.* $(TIMINGS)
-	@began=$$(date +%s); status=0; \
-	$(PYTEST) -q $(PARALLEL) -m "not serial" --cov --cov-report= || status=$$?; \
+	rm -rf .coverage .coverage.* $(TIMINGS) $(LINECOV)
+	@mkdir -p $(LINECOV); began=$$(date +%s); status=0; \
+	$(MEASURED) $(PYTEST) -q $(PARALLEL) -m "not serial" || status=$$?; \
 	if [ "$$($(BIN)/python tests/tools/timings.py --serial-left-out $(TIMINGS))" != 0 ]; then \
-	  $(PYTEST) -q -m serial --cov --cov-append --cov-report= || \
+	  $(MEASURED) $(PYTEST) -q -m serial || \
 	    { rc=$$?; [ $$rc -eq 5 ] || status=$$rc; }; \
 	else echo "no test is marked serial: no serial run"; fi; \
+	$(BIN)/python tests/tools/linecov.py $(LINECOV) || status=$$?; \
 	$(BIN)/python tests/tools/timings.py --slowest 25 $(TIMINGS); \
 	echo "make test: $$(( $$(date +%s) - began )) s wall"; \
 	exit $$status
@@ -124,9 +131,12 @@ typecheck: install ## mypy --strict on src/.
 
 check: lint typecheck test ## Lint, type-check and test (the default target).
 
-cov: install ## Tests with a full coverage report (every module's missing lines).
-	rm -f .coverage .coverage.*
-	$(BIN)/python -m pytest -q --cov --cov-report=term-missing
+cov: $(TEST_STAMP) ## The whole suite in parallel, measured as `make test` measures it, then every module's missing lines.
+	rm -rf .coverage .coverage.* $(LINECOV)
+	mkdir -p $(LINECOV)
+	$(MEASURED) $(BIN)/python -m pytest -q $(PARALLEL)
+	$(BIN)/python tests/tools/linecov.py $(LINECOV)
+	$(BIN)/coverage report --skip-covered --show-missing
 
 constraints: install ## Re-pin constraints.txt to what .venv has now.
 	@{ echo "# Versions the test suite runs with (pip install -c constraints.txt ...). Regenerate with"; \

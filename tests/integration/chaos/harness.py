@@ -52,7 +52,7 @@ from quorumbench.settings import ServerSettings
 
 from ..ports import free_port
 
-COVERAGE_VARIABLES = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
+COVERAGE_VARIABLES = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START", "LINECOV_DIR")
 
 RUNNER_SCRIPT = Path(__file__).with_name("chaos_runner.py")
 QUORUM = 3
