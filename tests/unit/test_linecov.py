@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import coverage
-
 from tests.tools import linecov
 
 SITE = Path(linecov.__file__).with_name("coverage_site")
 
-MODULE = '''\
+MODULE = """\
 from dataclasses import dataclass
 
 
@@ -37,7 +36,7 @@ def unused():
 
 if __name__ == "__main__":
     used(True)
-'''
+"""
 
 
 def _package(tmp_path: Path) -> Path:
