@@ -60,9 +60,11 @@ def _start(directory: str, package: str) -> None:
                 for name, lines in measure.all_seen.items()
                 if lines
             }
-        if seen:
+        if seen:  # whole or not at all: a process killed while writing leaves a .part
             out = Path(directory) / f"{os.getpid()}-{secrets.token_hex(6)}.json"
-            out.write_text(json.dumps(seen), encoding="utf-8")
+            part = out.with_suffix(".part")
+            part.write_text(json.dumps(seen), encoding="utf-8")
+            os.replace(part, out)
 
     atexit.register(save)
 
