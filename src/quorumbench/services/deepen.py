@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from sqlalchemy import exists, func, or_, select, text
@@ -35,7 +36,7 @@ from quorumbench.db.models import TASK_DEEPEN, Lease, LeaseState, Model, Task
 from quorumbench.db.models import Benchmark as BenchmarkRow
 from quorumbench.errors import NotFoundError, QuorumError, RateLimitedError
 from quorumbench.evaluation.benchmark import Benchmark
-from quorumbench.evaluation.slices import draw_slice
+from quorumbench.evaluation.slices import SliceWalk
 from quorumbench.protocol import TaskStatus
 from quorumbench.services.benchmarks import loaded
 from quorumbench.services.board import model_type
@@ -54,9 +55,10 @@ SampleKey = tuple[str, str]
 
 @dataclass
 class _Slice:
-    """The plan's samples on this server, in draw order, and their benchmarks' rows."""
+    """The plan's samples on this server, in draw order (built as far as they are
+    read), and their benchmarks' rows."""
 
-    order: list[SampleKey]
+    walk: SliceWalk
     rows: dict[str, BenchmarkRow]
     skipped: list[dict[str, str]] = field(default_factory=list)
 
@@ -69,14 +71,15 @@ def plan_seed(plan: Plan) -> str:
 
 def _slice(ctx: ServerContext, session: Session, plan: Plan) -> _Slice:
     """The plan's labelled samples in the active benchmarks this server can load."""
-    found = _Slice([], {})
+    rows: dict[str, BenchmarkRow] = {}
+    skipped: list[dict[str, str]] = []
     benches: dict[str, Benchmark] = {}
     pinned = plan.versions.get("benchmarks", {})
     for row in session.scalars(select(BenchmarkRow).where(BenchmarkRow.active)):
         if not plan.covers_benchmark(row.name, row.pillar):
             continue
         if pinned.get(row.name, row.version) != row.version:
-            found.skipped.append(
+            skipped.append(
                 {
                     "benchmark": row.name,
                     "reason": f"the plan was made with version {pinned[row.name]}; "
@@ -87,14 +90,17 @@ def _slice(ctx: ServerContext, session: Session, plan: Plan) -> _Slice:
         try:
             benches[row.name] = loaded(ctx, row.name, row.version)
         except QuorumError as exc:
-            found.skipped.append({"benchmark": row.name, "reason": f"its data: {exc}"[:300]})
+            skipped.append({"benchmark": row.name, "reason": f"its data: {exc}"[:300]})
             continue
-        found.rows[row.name] = row
-    pillars = {name: row.pillar for name, row in found.rows.items()}
-    everything = sum(len(b.sample_ids()) for b in benches.values())
-    drawn = draw_slice(plan, benches, pillars, everything, plan_seed(plan))
-    found.order = [(s.benchmark.name, s.sample.id) for s in drawn]
-    return found
+        rows[row.name] = row
+    pillars = {name: row.pillar for name, row in rows.items()}
+    return _Slice(SliceWalk(plan, benches, pillars, plan_seed(plan)), rows, skipped)
+
+
+def _picked(walk: SliceWalk, leave_out: set[SampleKey], n: int) -> list[SampleKey]:
+    """The first ``n`` samples of the slice, in draw order, not in ``leave_out``."""
+    keys = ((s.benchmark.name, s.sample.id) for s in walk)
+    return list(islice((key for key in keys if key not in leave_out), max(0, n)))
 
 
 def plan_models(session: Session, plan: Plan) -> list[Model]:
@@ -180,7 +186,8 @@ def request(ctx: ServerContext, plan: Plan, owner_id: int) -> Mapping[str, Any]:
     not_considered = 0
     with ctx.db.write() as session:
         found = _slice(ctx, session, plan)
-        if not found.order:
+        walk = found.walk
+        if not walk.first(1):
             raise NotFoundError(
                 "the plan's labels select no sample of this server's active benchmarks: "
                 "there is nothing to deepen"
@@ -202,14 +209,14 @@ def request(ctx: ServerContext, plan: Plan, owner_id: int) -> Mapping[str, Any]:
                 skipped.append(_skip(model, "paused: its tasks kept failing"))
                 continue
             done, open_ = _evidence(session, model.id, found.rows)
-            have = sum(1 for key in found.order if key in done)
-            in_flight = sum(1 for key in found.order if key in open_ and key not in done)
+            have = sum(1 for key in done if key in walk)
+            in_flight = sum(1 for key in open_ - done if key in walk)
             missing = plan.budget - have - in_flight
             if missing <= 0:
                 why = f"its slice has {have} verified samples and {in_flight} being evaluated"
                 skipped.append(_skip(model, f"{why}; the plan's budget is {plan.budget}"))
                 continue
-            picked = [k for k in found.order if k not in done and k not in open_][:missing]
+            picked = _picked(walk, done | open_, missing)
             if not picked:
                 skipped.append(_skip(model, "every sample of its slice is evaluated already"))
                 continue

@@ -14,7 +14,7 @@ from quorumbench.core.canonical import sha256_hex
 from quorumbench.core.plans import parse_plan
 from quorumbench.evaluation import slices
 from quorumbench.evaluation.benchmark import BenchmarkContext, Labels, Sample
-from quorumbench.evaluation.slices import draw_slice
+from quorumbench.evaluation.slices import SliceWalk, draw_slice
 
 FORMATS = ("binary", "mcqa", "code")
 
@@ -112,3 +112,28 @@ def test_a_generated_pool_is_drawn_without_building_it_whole():
     assert all(d.sample.labels.source_category == "possibility" for d in drawn)
     keys = [sha256_hex(f"x\tgen-reasoning\t{d.sample.id}") for d in drawn]
     assert keys == sorted(keys)
+
+
+@given(
+    formats=st.lists(st.sampled_from(FORMATS), min_size=1, max_size=300),
+    wanted=st.lists(st.sampled_from(FORMATS), unique=True, max_size=2),
+    probe=st.integers(0, 320),
+)
+def test_membership_and_reading_again_agree_with_the_whole_slice(formats, wanted, probe):
+    plan = parse_plan({"labels": {"format": wanted}, "benchmarks": ["a"]})
+    walk = SliceWalk(plan, {"a": Listed(formats), "b": Listed(formats)}, {}, "seed")
+    whole = {("a", d.sample.id) for d in walk}
+    assert (("a", f"s{probe}") in walk) == (("a", f"s{probe}") in whole)
+    assert ("b", "s0") not in walk  # a benchmark the plan does not cover
+    assert [d.sample.id for d in walk] == [d.sample.id for d in walk.first(len(whole) + 5)]
+    assert len(whole) == len(_definition(plan, {"a": Listed(formats)}, {}, 10**6, "seed"))
+
+
+def test_a_walk_read_twice_and_in_parts_builds_each_sample_once():
+    bench = Listed(["mcqa", "code"] * 200)
+    walk = SliceWalk(parse_plan({"labels": {"format": ["code"]}}), {"x": bench}, {}, "s")
+    first = walk.first(3)
+    assert walk.first(3) == first and bench.built == slices.DRAW_CHUNK
+    together = [(d.sample.id, other.sample.id) for d, other in zip(walk, walk, strict=False)]
+    assert all(a == b for a, b in together) and len(together) == 200
+    assert bench.built == 400
