@@ -43,6 +43,39 @@ settings.register_profile("fast", settings.get_profile("suite"), max_examples=20
 settings.load_profile(os.environ.get("QB_HYPOTHESIS_PROFILE", "suite"))
 
 
+def _share_route_analysis() -> None:
+    """FastAPI analyses each route of a new app on the app's first request: the
+    endpoint's parameters, their pydantic adapters (about 80 ms for this app's 94
+    routes; most server and page tests build an app of their own, so it was about a
+    fifth of those tests' time, docs/testing.md). A server builds one app; a test
+    worker builds hundreds of apps of the same routes. Within a test process the
+    analysis of a module-level endpoint at a path, with the same dependencies, is
+    made once and shared: a pure function of those, which FastAPI reads and never
+    changes after building it. Endpoints defined inside a function (new objects per
+    app) are analysed as before."""
+    try:
+        from fastapi import routing
+    except ImportError:
+        return
+    build = getattr(routing, "_build_dependant_with_parameterless_dependencies", None)
+    if build is None:  # another FastAPI: nothing shared, nothing changed
+        return
+    built: dict[tuple[object, ...], object] = {}
+
+    def shared(*, path, call, dependencies):
+        if "<locals>" in getattr(call, "__qualname__", "<locals>"):
+            return build(path=path, call=call, dependencies=dependencies)
+        key = (path, call, tuple(dependencies))
+        if key not in built:
+            built[key] = build(path=path, call=call, dependencies=dependencies)
+        return built[key]
+
+    routing._build_dependant_with_parameterless_dependencies = shared
+
+
+_share_route_analysis()
+
+
 def _unavailable(reason: str) -> None:
     if REQUIRE_ALL:
         pytest.fail(f"QB_REQUIRE_ALL=1 but {reason}")
