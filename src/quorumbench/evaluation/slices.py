@@ -66,10 +66,12 @@ class SliceWalk:
 
     def __iter__(self) -> Iterator[SliceSample]:
         at = 0
-        while at < len(self._found) or self._extend():
-            if at < len(self._found):
+        while True:
+            while at < len(self._found):
                 yield self._found[at]
                 at += 1
+            if not self._extend():
+                return
 
     def first(self, n: int) -> list[SliceSample]:
         """The slice's first ``n`` samples (fewer when it is smaller)."""

@@ -83,7 +83,7 @@ def test_the_draw_is_the_definition(contents, wanted, named, pillared, limit, se
 
 
 def test_each_drawn_sample_comes_with_its_own_benchmark():
-    one, two = Listed(["binary"] * 30), Listed(["binary"] * 30)
+    one, two = Listed(["binary"] * 30), Listed(["code"] * 30)  # told apart by their labels
     drawn = draw_slice(parse_plan({}), {"a": one, "b": two}, {}, 60, "s")
     assert {id(d.benchmark) for d in drawn} == {id(one), id(two)}
     for d in drawn:
