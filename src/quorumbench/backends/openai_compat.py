@@ -91,7 +91,7 @@ from quorumbench.evaluation.backend import (
     no_progress,
 )
 from quorumbench.evaluation.endpoints import PinnedTransport
-from quorumbench.evaluation.extract import truncate_at_stop
+from quorumbench.evaluation.extract import AFTER_PYTHON_BLOCK, truncate_at_stop
 from quorumbench.evaluation.refs import ModelRef
 from quorumbench.evaluation.usage import BackendUsage, current_usage
 
@@ -382,8 +382,8 @@ class OpenAICompatBackend:
     ) -> _Generated:
         stops = tuple(s for s in request.stop if s)
         body: Json = {"model": self._model, "temperature": 0, "max_tokens": request.max_new_tokens}
-        if stops:
-            body["stop"] = list(stops[:MAX_SERVER_STOPS])
+        if server_stops := [s for s in stops if s != AFTER_PYTHON_BLOCK]:  # a rule, cut here
+            body["stop"] = server_stops[:MAX_SERVER_STOPS]
         messages = request.prompt.messages
         if messages is not None:
             path = "chat/completions"

@@ -15,29 +15,31 @@ program, so the same prediction means the same verdict.
 
 from __future__ import annotations
 
-import re
-
 from quorumbench.errors import CodeExecutorError, SandboxRequiredError
 from quorumbench.evaluation.benchmark import Labels, Scored
 from quorumbench.evaluation.execution import CodeExecutor
+from quorumbench.evaluation.extract import AFTER_PYTHON_BLOCK, FENCE, PYTHON_FENCES
 
 LABELS = Labels(skill="reasoning", subject="tech/coding", format="code")
 TIMEOUT_S = 10.0
 """Wall-clock seconds one program may run (also its CPU-time limit). lm-eval's
 ``code_eval`` allows 3 s; a busy volunteer machine needs more, and a timeout that
 depends on the machine would make runners disagree."""
-
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL)
+CHAT_STOPS = (AFTER_PYTHON_BLOCK,)
+"""A chat answer stops once its first Python block is closed: :func:`fenced_code` scores
+that block whatever follows it, so the prediction is the one a longer answer gives
+(small instruct models rarely end their turn after the code, and otherwise explain
+and test it up to the token limit)."""
 
 
 def fenced_code(text: str) -> str:
     """The first fenced code block of a chat answer (Python's, if it names a language),
     an unclosed fence running to the end; the whole answer when there is no fence."""
-    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    blocks = [(m.group(1).lower(), m.group(2)) for m in FENCE.finditer(text)]
     if not blocks:
         return text
     for language, code in blocks:
-        if language in ("python", "python3", "py"):
+        if language in PYTHON_FENCES:
             return code
     return blocks[0][1]
 

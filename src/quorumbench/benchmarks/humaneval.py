@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from quorumbench.benchmarks._code import (
+    CHAT_STOPS,
     LABELS,
     canonical_code,
     fenced_code,
@@ -177,7 +178,7 @@ class HumanEvalBenchmark:
         if style == "plain":
             return GenerateRequest(Prompt(text=prompt), PLAIN_STOPS, self._max_new_tokens)
         message = ChatMessage("user", CHAT_INSTRUCTION.format(prompt=prompt))
-        return GenerateRequest(Prompt(messages=(message,)), (), self._max_new_tokens)
+        return GenerateRequest(Prompt(messages=(message,)), CHAT_STOPS, self._max_new_tokens)
 
     def score(self, sample: Sample, result: GenerateResult | ChoiceResult) -> Scored:
         if not isinstance(result, GenerateResult):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from quorumbench.benchmarks._code import (
+    CHAT_STOPS,
     LABELS,
     canonical_code,
     fenced_code,
@@ -274,7 +275,7 @@ class MbppBenchmark:
             messages.append(ChatMessage("user", chat_text(shot.text, shot.tests)))
             messages.append(ChatMessage("assistant", f"```python\n{shot.code}\n```"))
         messages.append(ChatMessage("user", chat_text(text, tests)))
-        return GenerateRequest(Prompt(messages=tuple(messages)), (), self._max_new_tokens)
+        return GenerateRequest(Prompt(messages=tuple(messages)), CHAT_STOPS, self._max_new_tokens)
 
     def score(self, sample: Sample, result: GenerateResult | ChoiceResult) -> Scored:
         if not isinstance(result, GenerateResult):

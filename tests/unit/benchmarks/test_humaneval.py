@@ -28,6 +28,7 @@ from quorumbench.errors import (
 from quorumbench.evaluation.backend import GenerateResult
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.execution import CodeExecutor, Execution, runs_code
+from quorumbench.evaluation.extract import AFTER_PYTHON_BLOCK
 
 
 @dataclass
@@ -128,7 +129,7 @@ def test_the_chat_prompt_shows_the_function_to_complete(bench):
     assert request.prompt.messages is not None and len(request.prompt.messages) == 1
     message = request.prompt.messages[0]
     assert message.role == "user" and sample.fields["prompt"] in message.content
-    assert request.stop == ()
+    assert request.stop == (AFTER_PYTHON_BLOCK,)  # the scored block is the last thing read
 
 
 def test_a_plain_completion_makes_lm_evals_program(bench, executor):

@@ -24,6 +24,7 @@ from quorumbench.errors import (
 from quorumbench.evaluation.backend import GenerateResult
 from quorumbench.evaluation.benchmark import BenchmarkContext
 from quorumbench.evaluation.execution import Execution, runs_code
+from quorumbench.evaluation.extract import AFTER_PYTHON_BLOCK
 
 SCHEMA = pa.schema(
     [
@@ -179,6 +180,7 @@ def test_the_chat_prompt_puts_the_exemplars_in_earlier_turns(hub):
     assert [m.role for m in messages] == ["user", "assistant"] * 3 + ["user"]
     assert messages[1].content.startswith("```python\ndef similar_elements")
     assert "remove first and last occurrence" in messages[-1].content
+    assert request.stop == (AFTER_PYTHON_BLOCK,)
 
 
 def test_the_program_is_completion_setup_and_tests(hub):

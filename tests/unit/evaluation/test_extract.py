@@ -1,6 +1,10 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from quorumbench.benchmarks._code import fenced_code
 from quorumbench.evaluation.extract import (
+    AFTER_PYTHON_BLOCK,
     extract_final_number,
     last_number,
     normalize_number,
@@ -63,3 +67,44 @@ def test_last_number_none():
 )
 def test_truncate_at_stop(text, stops, expected):
     assert truncate_at_stop(text, stops) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("```python\nx = 1\n```\nThis sets x.", ("```python\nx = 1\n```", True)),
+        ("Here:\n```py\nx = 1\n``` and more", ("Here:\n```py\nx = 1\n```", True)),
+        ("```python\nx = 1\n", ("```python\nx = 1\n", False)),  # still open: go on
+        ("```\nx = 1\n```\nno language", ("```\nx = 1\n```\nno language", False)),
+        ("```text\nhi\n```\n```python\nx\n```\n", ("```text\nhi\n```\n```python\nx\n```", True)),
+        ("no code at all", ("no code at all", False)),
+    ],
+)
+def test_the_python_block_rule_cuts_after_the_closing_fence(text, expected):
+    assert truncate_at_stop(text, (AFTER_PYTHON_BLOCK,)) == expected
+
+
+def test_a_stop_string_before_the_block_still_wins():
+    assert truncate_at_stop("a<|end|>```python\nx\n```", ("<|end|>", AFTER_PYTHON_BLOCK)) == (
+        "a",
+        True,
+    )
+
+
+_PIECES = st.sampled_from(
+    ["```", "```python\n", "```py\n", "```text\n", "```\n", "python", "\n", "x = 1", " ", "`"]
+)
+
+
+@settings(max_examples=400)
+@given(st.lists(_PIECES, max_size=14))
+def test_stopping_at_the_python_block_never_changes_the_scored_code(pieces):
+    """Generation checks the rule after every token; wherever it first stops, the code
+    the benchmarks score is the code of the whole answer."""
+    full = "".join(pieces)
+    for end in range(len(full) + 1):
+        cut, stopped = truncate_at_stop(full[:end], (AFTER_PYTHON_BLOCK,))
+        if stopped:
+            assert fenced_code(cut) == fenced_code(full)
+            assert full.startswith(cut)
+            break
