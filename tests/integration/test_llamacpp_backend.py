@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from quorumbench.backends import BackendOptions, load_backend
@@ -162,6 +163,37 @@ def test_batched_generation_is_one_at_a_time_token_for_token(llama):
     again = evaluate(bench, llama, EvalConfig(5, "llamacpp-batch", 1))
     digests = {(r.outputs_sha256, r.predictions_sha256) for r in (one, five, again)}
     assert len(digests) == 1
+
+
+def test_a_long_sequence_has_the_same_logits_beside_a_batch_mate(llama):
+    """Past 256 cached tokens llama.cpp's CPU flash-attention kernel gave a sequence other
+    logits when its decode call held another sequence's token too (every step, from a
+    300-token prompt): batched answers of 1,024 tokens then differed from one at a time.
+    Contexts run without it; each step's logits are compared bit for bit."""
+    lm = llama._llama
+    prompt = lm.tokenize(b"def add(a, b):\n    return a + b\n\n" * 30, special=False)[:300]
+
+    def steps(batch_mate: bool) -> list[np.ndarray]:
+        ctx = lm.context(n_ctx=2 * 512, n_seq=2, n_batch=lm.n_batch)
+        try:
+            for seq in (0, 1) if batch_mate else (0,):
+                for at in range(0, len(prompt), lm.n_batch):
+                    chunk = prompt[at : at + lm.n_batch]
+                    ctx.decode([(t, at + i, seq, seq == 0) for i, t in enumerate(chunk)])
+            out, token = [], 0
+            for position in range(len(prompt), len(prompt) + 8):
+                items = [(token, position, 0, True)]
+                if batch_mate:
+                    items.append((token, position, 1, True))
+                rows = np.ctypeslib.as_array(ctx.decode(items), shape=(len(items), lm.n_vocab))
+                out.append(rows[0].copy())
+                token = int(rows[0].argmax())
+            return out
+        finally:
+            ctx.close()
+
+    alone, beside = steps(False), steps(True)
+    assert all(np.array_equal(a, b) for a, b in zip(alone, beside, strict=True))
 
 
 def test_generation_is_the_transformers_path_where_the_kernels_agree(llama, smollm2_backend):

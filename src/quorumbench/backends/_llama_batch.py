@@ -9,7 +9,8 @@ about the time of one).
 
 The outputs are those of one request at a time: a sequence's logits do not depend on
 what else is in the batch (separate KV streams; llama.cpp computes each row's dot
-products on its own), checked bit for bit by ``tests/integration/
+products on its own; no flash attention, whose CPU kernel does not:
+``_llama_lib.FLASH_ATTN_DISABLED``), checked bit for bit by ``tests/integration/
 test_llamacpp_backend.py``, and the stopping rules are the one-at-a-time path's
 (``backends/llamacpp.py``), token for token.
 """

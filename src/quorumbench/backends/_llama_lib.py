@@ -207,11 +207,21 @@ def library() -> ctypes.CDLL:
     return lib
 
 
+FLASH_ATTN_DISABLED = 0
+"""``LLAMA_FLASH_ATTN_TYPE_DISABLED``: every context computes attention without the fused
+flash-attention kernel. The default (auto) turns it on for the CPU, and its CPU kernel
+gives a sequence other numbers once its cache holds over 256 tokens and the decode call
+holds another sequence's token too (measured on this build, 2026-12-07: with a
+300-token prompt and one batch-mate, 16 of 16 decode steps' logits differed from the
+same sequence alone; 8 of 20 HumanEval answers of 1,024 tokens changed between batch 1
+and 8). Without it, the logits are the same bit for bit."""
+
+
 class LlamaContext:
     """A context over a loaded model: ``n_seq`` sequences of ``n_ctx / n_seq`` tokens
-    each (one KV stream per sequence, not shared: a sequence's logits are then the
-    same, bit for bit, whatever else is in the batch; ``tests/integration/
-    test_llamacpp_backend.py`` checks it)."""
+    each (one KV stream per sequence, not shared, and no flash attention: a sequence's
+    logits are then the same, bit for bit, whatever else is in the batch;
+    ``tests/integration/test_llamacpp_backend.py`` checks it)."""
 
     def __init__(
         self,
@@ -231,6 +241,7 @@ class LlamaContext:
         params.n_threads = params.n_threads_batch = threads
         params.n_seq_max = n_seq
         params.kv_unified = False
+        params.flash_attn_type = FLASH_ATTN_DISABLED
         self._ctx: int | None = lib.llama_init_from_model(model, params)
         if not self._ctx:
             raise ModelLoadError(f"llama.cpp cannot make a {n_ctx}-token context")
