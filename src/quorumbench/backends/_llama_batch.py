@@ -3,9 +3,10 @@
 Each request gets a sequence of its own in a context of ``slots`` sequences (one KV
 stream each, ``_llama_lib.LlamaContext``); every step decodes the next token of every
 running sequence in one ``llama_decode`` call, and a finished sequence's slot takes the
-next waiting request at once. A task then costs about its longest sample instead of
-the sum of its samples (on two cores a 135M model decodes five sequences a step in
-about the time of one).
+next waiting request at once. Where a step of several sequences costs about what one
+costs, a task costs about its longest sample instead of the sum of its samples (a 135M
+model on one 2-core machine, 2026-12-06; on a slower one on 2026-12-07 a step cost
+about as much as its sequences one at a time: ``design/0003-gguf-on-llama-cpp.md``).
 
 The outputs are those of one request at a time: a sequence's logits do not depend on
 what else is in the batch (separate KV streams; llama.cpp computes each row's dot
