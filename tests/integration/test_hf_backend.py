@@ -91,6 +91,59 @@ def test_prefix_cached_loglikelihoods_equal_a_plain_forward(backend, hf_model):
     assert result.loglikelihoods == pytest.approx(expected, abs=1e-3)
 
 
+def test_packed_questions_score_as_one_forward_per_option(backend, hf_model):
+    """Several questions in one packed batch (one row each, their options side by side
+    behind a mask), with different numbers and lengths of options, a question whose
+    options hold more tokens than one packed row takes, and partial scoring (one
+    context per option): every log-likelihood is the one a forward of the context and
+    that option alone gives, whatever the batch size."""
+    model, tokenizer = hf_model
+    primer = (
+        "Q: What is the capital of France?\nA: Paris.\n\nQ: What colour is grass?\nA: Green.\n\n"
+    )
+    long_option = " " + "very " * 300 + "long."
+    requests = [
+        ChoiceRequest(
+            primer + "Q: What colour is the sky?\nA:",
+            (" Blue.", " Red.", " It varies."),
+            "a",
+            ("0", "1", "2"),
+            (0, 1, 2),
+        ),
+        ChoiceRequest(
+            primer + "Q: How many legs has a cat?\nA:",
+            (" Four.", " Three."),
+            "b",
+            ("0", "1"),
+            (0, 1),
+        ),
+        ChoiceRequest(
+            primer + "Q: Is ice cold?\nA:",
+            (" Yes.", long_option, " No, never.", long_option + " Twice"),
+            "c",
+            ("0", "1", "2", "3"),
+            (0, 1, 2, 3),
+        ),
+        ChoiceRequest("Tom went out because the", (" rain stopped.",), "d", ("0",), (0,)),
+        ChoiceRequest("Tom went out because it", (" rain stopped.",), "e", ("0",), (0,)),
+    ]
+    expected = [
+        [_full_forward_loglikelihood(model, tokenizer, r.context, c) for c in r.continuations]
+        for r in requests
+    ]
+    for batch_size in (1, 2, 8):
+        results = backend.choose(requests, batch_size=batch_size)
+        for result, want in zip(results, expected, strict=True):
+            assert result.loglikelihoods == pytest.approx(want, abs=1e-3)
+    backend.lm.fast = False  # the unpacked path (models whose cache we cannot manage)
+    try:
+        slow = backend.choose(requests, batch_size=3)
+    finally:
+        backend.lm.fast = True
+    for result, want in zip(slow, expected, strict=True):
+        assert result.loglikelihoods == pytest.approx(want, abs=1e-3)
+
+
 PROMPTS = [
     "Question: Tom has 3 apples and buys 4 more. How many apples does he have?\nAnswer:",
     "Question: What is 12 times 3?\nAnswer:",

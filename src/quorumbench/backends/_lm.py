@@ -165,13 +165,25 @@ class CausalLM:
             usage.add_prompt_tokens(sum(len(ctx) + len(cont) for ctx, cont in seqs))
         order = sorted(range(len(seqs)), key=lambda i: seqs[i][0] + seqs[i][1])
         out = [0.0] * len(seqs)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            for i, ll in zip(
-                batch, self._loglikelihood_batch([seqs[i] for i in batch]), strict=True
-            ):
-                out[i] = ll
-                on_done(i)
+        if not self.fast:
+            for start in range(0, len(order), batch_size):
+                batch = order[start : start + batch_size]
+                for i, ll in zip(
+                    batch, self._loglikelihood_batch([seqs[i] for i in batch]), strict=True
+                ):
+                    out[i] = ll
+                    on_done(i)
+            return out
+        groups = _option_groups(order, seqs)
+        # rows of similar length together: less padding in each packed batch
+        groups.sort(key=lambda g: len(seqs[g[0]][0]) + sum(len(seqs[i][1]) for i in g))
+        for start in range(0, len(groups), batch_size):
+            batch = groups[start : start + batch_size]
+            packed = self._packed_batch([(seqs[g[0]][0], [seqs[i][1] for i in g]) for g in batch])
+            for group, lls in zip(batch, packed, strict=True):
+                for i, ll in zip(group, lls, strict=True):
+                    out[i] = ll
+                    on_done(i)
         return out
 
     def _fit(self, ctx: list[int], cont: list[int]) -> tuple[list[int], list[int]]:
@@ -209,6 +221,73 @@ class CausalLM:
             logprobs = torch.log_softmax(rows, dim=-1)
             target = torch.tensor(cont, device=logprobs.device).unsqueeze(1)
             results.append(float(logprobs.gather(1, target).sum().item()))
+        return results
+
+    def _packed_batch(self, groups: list[tuple[list[int], list[list[int]]]]) -> list[list[float]]:
+        """Log-likelihoods of each group's continuations, one row per group.
+
+        A row is the group's context after the batch's shared prefix, then every
+        continuation one after the other. The attention mask lets each continuation
+        see the prefix, the context and its own earlier tokens, never another
+        continuation, and its positions restart where the context ends: each
+        continuation is scored as if it followed the context alone (as
+        lm-evaluation-harness scores it, one forward per option), while the context
+        runs once per question and one forward serves ``len(groups)`` questions.
+        """
+        shared = min(len(ctx) for ctx, _ in groups) - 1  # the last context token runs
+        for ctx, _ in groups[1:]:
+            shared = min(shared, common_prefix_len(groups[0][0], ctx))
+        if shared < MIN_SHARED_PREFIX:
+            shared = 0
+        base = self.prefix(tuple(groups[0][0][:shared])) if shared else None
+        rows: list[list[int]] = []
+        positions: list[list[int]] = []
+        starts: list[list[int]] = []
+        for ctx, conts in groups:
+            row, pos, row_starts = ctx[shared:], list(range(shared, len(ctx))), []
+            for cont in conts:
+                row_starts.append(len(row))
+                row = row + cont
+                pos += range(len(ctx), len(ctx) + len(cont))
+            rows.append(row)
+            positions.append(pos)
+            starts.append(row_starts)
+        width = max(len(row) for row in rows)
+        dtype = next(self.model.parameters()).dtype
+        blocked = torch.finfo(dtype).min
+        mask = torch.full((len(rows), 1, width, shared + width), blocked, dtype=dtype)
+        mask[:, :, :, :shared] = 0  # every token sees the shared prefix
+        causal = torch.triu(torch.full((width, width), blocked, dtype=dtype), diagonal=1)
+        for b, (ctx, conts) in enumerate(groups):
+            own = len(ctx) - shared
+            mask[b, 0, :own, shared : shared + own] = causal[:own, :own]
+            for begin, cont in zip(starts[b], conts, strict=True):
+                end = begin + len(cont)
+                mask[b, 0, begin:end, shared : shared + own] = 0
+                mask[b, 0, begin:end, shared + begin : shared + end] = causal[
+                    : len(cont), : len(cont)
+                ]
+            for pad in range(len(rows[b]), width):  # padding sees itself: no empty row
+                mask[b, 0, pad, shared + pad] = 0
+        ids = self._tensor([row + [self.pad_token_id] * (width - len(row)) for row in rows])
+        position_ids = self._tensor([pos + [0] * (width - len(pos)) for pos in positions])
+        logits = self._forward(
+            ids,
+            cache_from_kv(base, len(rows)),
+            attention_mask=mask.to(self.device),
+            position_ids=position_ids,
+        )
+        results = []
+        for b, (ctx, conts) in enumerate(groups):
+            own = len(ctx) - shared
+            lls = []
+            for begin, cont in zip(starts[b], conts, strict=True):
+                # the last context token predicts the first token, then each the next
+                index = [own - 1, *range(begin, begin + len(cont) - 1)]
+                logprobs = torch.log_softmax(logits[b, index].float(), dim=-1)
+                target = torch.tensor(cont, device=logprobs.device).unsqueeze(1)
+                lls.append(float(logprobs.gather(1, target).sum().item()))
+            results.append(lls)
         return results
 
     # -- generation --------------------------------------------------------------
@@ -378,3 +457,27 @@ class CausalLM:
             if usage is not None and first_at is not None:
                 usage.add_decode(time.perf_counter() - first_at)
         return [r for r in results if r is not None]
+
+
+MAX_PACKED_TOKENS = 512
+"""Continuation tokens one packed row may hold; a question with more is split."""
+
+
+def _option_groups(
+    order: list[int], seqs: Sequence[tuple[list[int], list[int]]]
+) -> list[list[int]]:
+    """Pair indices in ``order`` grouped by context: consecutive pairs with the same
+    context tokens (a question's options), split where a group's continuations would
+    pass :data:`MAX_PACKED_TOKENS`. Partial scoring (one context per option) gives
+    groups of one."""
+    groups: list[list[int]] = []
+    size = 0
+    for i in order:
+        ctx, cont = seqs[i]
+        if groups and seqs[groups[-1][0]][0] == ctx and size + len(cont) <= MAX_PACKED_TOKENS:
+            groups[-1].append(i)
+            size += len(cont)
+        else:
+            groups.append([i])
+            size = len(cont)
+    return groups
