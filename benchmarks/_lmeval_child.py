@@ -2,8 +2,9 @@
 
 Usage (the parent script calls it): ``python _lmeval_child.py SPEC.json OUT.json``.
 
-SPEC holds ``model_dir``, ``include_path`` and ``tasks`` (lm-eval task names). The
-model is loaded once, untimed; then each task is one timed ``simple_evaluate`` call.
+SPEC holds ``model_dir``, ``include_path`` and ``tasks`` (lm-eval task names, each
+with ``predict_only``: generate without scoring). The model is loaded once, untimed;
+then each task is one timed ``simple_evaluate`` call.
 OUT gets, per task, the seconds, lm-eval's own metrics and per-document responses:
 per-option log-likelihoods (multiple choice) or the raw generated text, together with
 the request arguments lm-eval actually built (to check that the prompts match ours).
@@ -87,6 +88,8 @@ def main() -> int:
             task_manager=task_manager,
             log_samples=True,
             bootstrap_iters=0,
+            # generation only (HumanEval: its code_eval metric would run the programs)
+            predict_only=bool(task.get("predict_only")),
         )
         seconds = time.perf_counter() - t0
         assert results is not None

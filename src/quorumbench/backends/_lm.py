@@ -178,9 +178,9 @@ class CausalLM:
         # rows of similar length together: less padding in each packed batch
         groups.sort(key=lambda g: len(seqs[g[0]][0]) + sum(len(seqs[i][1]) for i in g))
         for start in range(0, len(groups), batch_size):
-            batch = groups[start : start + batch_size]
-            packed = self._packed_batch([(seqs[g[0]][0], [seqs[i][1] for i in g]) for g in batch])
-            for group, lls in zip(batch, packed, strict=True):
+            chunk = groups[start : start + batch_size]
+            packed = self._packed_batch([(seqs[g[0]][0], [seqs[i][1] for i in g]) for g in chunk])
+            for group, lls in zip(chunk, packed, strict=True):
                 for i, ll in zip(group, lls, strict=True):
                     out[i] = ll
                     on_done(i)
