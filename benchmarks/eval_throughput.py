@@ -604,7 +604,7 @@ def lmeval_model_dir(options: Any) -> str:
 
     model = fetch_model(MODEL_REF, options)
     assert model.gguf_file is not None, model
-    return str(converted_dir(model.gguf_file, model.digest, options.cache_dir))
+    return str(converted_dir(model.gguf_file, model.gguf_digest, options.cache_dir))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -675,7 +675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lmeval_sps = len(run.items) / cmp.lmeval_seconds
         ratio = cmp.ratio(run)
         print("-" * 78)
-        print(f"{run.task}: {len(run.items)} items (seed {args.seed!r})")
+        chosen = "the first problems" if run.task in CODE_TASKS else f"seed {args.seed!r}"
+        print(f"{run.task}: {len(run.items)} items ({chosen})")
         print(f"  ours     {run.seconds:8.1f} s  {run.sps:8.4f} samples/s  acc {run.accuracy:.3f}")
         their_acc = "n/a" if cmp.lmeval_accuracy is None else f"{cmp.lmeval_accuracy:.3f}"
         print(
