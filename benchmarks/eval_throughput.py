@@ -95,6 +95,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-lmeval", action="store_true", help="run our engine only")
     p.add_argument("--lmeval-venv", type=Path, default=HERE / ".lmeval-venv")
     p.add_argument(
+        "--lmeval-from",
+        type=Path,
+        help="an earlier run's directory whose lm-eval side (same items) to reuse, untimed",
+    )
+    p.add_argument(
         "--out-dir",
         type=Path,
         default=HERE / "out",
@@ -437,6 +442,8 @@ def run_lmeval(
     args: argparse.Namespace, run_dir: Path, model_dir: str, runs: Sequence[OursRun]
 ) -> dict[str, Any]:
     include = write_lmeval_inputs(run_dir, runs)
+    if args.lmeval_from is not None:
+        return reused_lmeval(args.lmeval_from, include, runs)
     spec = {
         "model_dir": model_dir,
         "include_path": str(include),
@@ -465,6 +472,23 @@ def run_lmeval(
     print(f"[lm-eval] $ {' '.join(cmd)}", flush=True)
     subprocess.run(cmd, check=True, env=env, cwd=run_dir)
     report: dict[str, Any] = json.loads(out_file.read_text(encoding="utf-8"))
+    return report
+
+
+def reused_lmeval(earlier: Path, include: Path, runs: Sequence[OursRun]) -> dict[str, Any]:
+    """An earlier run's lm-eval report, refused unless that run gave lm-eval exactly
+    the items, prompts and task settings this run would."""
+    report: dict[str, Any] = json.loads((earlier / "lmeval_result.json").read_text("utf-8"))
+    for run in runs:
+        for suffix in (".jsonl", ".yaml"):
+            name = LMEVAL_TASK[run.task] + suffix
+            old, new = earlier / "lmeval_tasks" / name, include / name
+            old_text = old.read_text("utf-8") if old.is_file() else None
+            if suffix == ".yaml" and old_text is not None:
+                old_text = old_text.replace(str(earlier.resolve()), str(include.parent.resolve()))
+            if old_text != new.read_text("utf-8") or LMEVAL_TASK[run.task] not in report["tasks"]:
+                raise SystemExit(f"--lmeval-from {earlier}: lm-eval ran other {run.task} items")
+    print(f"[lm-eval] reusing the lm-eval side of {earlier} (same items and settings)")
     return report
 
 
@@ -621,7 +645,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
         f"transformers {importlib.metadata.version('transformers')}; outputs in {run_dir}"
     )
-    lmeval_versions = None if args.skip_lmeval else ensure_lmeval_venv(args.lmeval_venv)
+    lmeval_versions = None
+    if not args.skip_lmeval and args.lmeval_from is None:
+        lmeval_versions = ensure_lmeval_venv(args.lmeval_venv)
 
     print(f"[ours] loading {MODEL_REF} on {args.engine} (not timed)", flush=True)
     t0 = time.perf_counter()
@@ -665,7 +691,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(float32 conversion, cpu) batch size 1; "
         f"transformers {report['versions']['transformers']}, torch {report['versions']['torch']}"
     )
-    print(f"lm-eval venv: {lmeval_versions}")
+    if args.lmeval_from is not None:
+        print(f"lm-eval side reused from {args.lmeval_from} (timed there, not in this run)")
+    else:
+        print(f"lm-eval venv: {lmeval_versions}")
     print("1-min load average: " + ", ".join(f"{k} {v}" for k, v in loads.items()))
     results = []
     ok = True

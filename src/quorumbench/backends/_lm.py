@@ -3,10 +3,13 @@
 Both paths share prompt prefixes: the few-shot primer that every request of a
 benchmark starts with is run through the model once and its key/value cache reused.
 
-* Log-likelihood: (context, continuation) token pairs are sorted so that options of
-  the same question sit together; each batch runs only the tokens after its common
-  prefix, right-padded (padding after the real tokens needs no mask in a causal
-  model).
+* Log-likelihood: the options of one question share a row. The row holds the
+  question's context after the batch's common prefix, then each option; a 4-D
+  attention mask keeps each option from seeing the others and the positions of
+  each option restart where the context ends, so every option is scored as if it
+  followed the context alone, while the context runs once. One forward scores
+  ``batch_size`` questions. (Models whose cache we cannot manage take the plain
+  path: ``batch_size`` pairs per forward, each with its whole context.)
 * Generation: continuous batching. Up to ``batch_size`` rows decode together in a
   :class:`~quorumbench.backends._kv.SlotCache`; when a row stops (EOS, a stop
   sequence or its token limit) the next prompt is prefilled into its slot, so the
