@@ -144,6 +144,24 @@ def test_packed_questions_score_as_one_forward_per_option(backend, hf_model):
         assert result.loglikelihoods == pytest.approx(want, abs=1e-3)
 
 
+def test_long_rows_go_fewer_to_a_packed_batch():
+    """A packed batch's mask grows with rows × length²: short rows fill the batch,
+    long ones are batched fewer at a time, and a row longer than the budget alone."""
+    from quorumbench.backends._lm import MAX_MASK_ELEMENTS, _packed_chunks
+
+    def groups_of(lengths):
+        seqs = [([1] * n, [2]) for n in lengths]  # row length n + 1
+        return [[i] for i in range(len(seqs))], seqs
+
+    groups, seqs = groups_of([10] * 20)
+    assert [len(c) for c in _packed_chunks(groups, seqs, 8)] == [8, 8, 4]
+    side = int((MAX_MASK_ELEMENTS / 3) ** 0.5)  # three such rows fit, a fourth does not
+    groups, seqs = groups_of([side - 1] * 7)
+    assert [len(c) for c in _packed_chunks(groups, seqs, 8)] == [3, 3, 1]
+    groups, seqs = groups_of([10, 10, 2 * int(MAX_MASK_ELEMENTS**0.5)])
+    assert [len(c) for c in _packed_chunks(groups, seqs, 8)] == [2, 1]
+
+
 PROMPTS = [
     "Question: Tom has 3 apples and buys 4 more. How many apples does he have?\nAnswer:",
     "Question: What is 12 times 3?\nAnswer:",

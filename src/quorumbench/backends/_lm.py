@@ -180,8 +180,7 @@ class CausalLM:
         groups = _option_groups(order, seqs)
         # rows of similar length together: less padding in each packed batch
         groups.sort(key=lambda g: len(seqs[g[0]][0]) + sum(len(seqs[i][1]) for i in g))
-        for start in range(0, len(groups), batch_size):
-            chunk = groups[start : start + batch_size]
+        for chunk in _packed_chunks(groups, seqs, batch_size):
             packed = self._packed_batch([(seqs[g[0]][0], [seqs[i][1] for i in g]) for g in chunk])
             for group, lls in zip(chunk, packed, strict=True):
                 for i, ll in zip(group, lls, strict=True):
@@ -464,6 +463,9 @@ class CausalLM:
 
 MAX_PACKED_TOKENS = 512
 """Continuation tokens one packed row may hold; a question with more is split."""
+MAX_MASK_ELEMENTS = 1 << 25
+"""A packed batch's attention mask (rows × width × (prefix + width)) stays under this
+many elements (128 MiB in float32): long rows go fewer to a batch."""
 
 
 def _option_groups(
@@ -484,3 +486,19 @@ def _option_groups(
             groups.append([i])
             size = len(cont)
     return groups
+
+
+def _packed_chunks(
+    groups: list[list[int]], seqs: Sequence[tuple[list[int], list[int]]], batch_size: int
+) -> list[list[list[int]]]:
+    """``groups`` (sorted by row length) cut into batches of at most ``batch_size``
+    rows whose mask stays under :data:`MAX_MASK_ELEMENTS` (a row alone always goes)."""
+    chunks: list[list[list[int]]] = []
+    for group in groups:
+        length = len(seqs[group[0]][0]) + sum(len(seqs[i][1]) for i in group)
+        rows = len(chunks[-1]) + 1 if chunks else 0
+        if chunks and rows <= batch_size and rows * length * length <= MAX_MASK_ELEMENTS:
+            chunks[-1].append(group)
+            continue
+        chunks.append([group])
+    return chunks
