@@ -195,7 +195,7 @@ def run_ours(args: argparse.Namespace, backend: Any, task: str) -> OursRun:
     n = items_for(args, task)
     bench = load_benchmark(task, BenchmarkContext(datasets_dir=args.datasets_dir))
     samples = select_samples(bench, n, args.seed)
-    items, contexts, stop, max_new_tokens = _requests(task, bench, samples)
+    requests = _requests(task, bench, samples)
     config = EvalConfig(n=n, seed=args.seed, batch_size=args.batch_size, prompt_style="plain")
     print(f"[ours] {task}: {n} items, batch size {args.batch_size}", flush=True)
     t0 = time.perf_counter()
@@ -204,17 +204,28 @@ def run_ours(args: argparse.Namespace, backend: Any, task: str) -> OursRun:
     ids = [s.id for s in samples]
     if [r.id for r in result.samples] != ids:
         raise SystemExit(f"{task}: evaluate() used other items than select_samples()")
+    return _ours_run(task, requests, result, seconds)
+
+
+def _ours_run(
+    task: str, requests: tuple[Any, ...], result: Any, seconds: float, code_line: str = ""
+) -> OursRun:
+    """An :class:`OursRun` from :func:`_requests`' tuple and ``evaluate()``'s result; a
+    code task's prediction is its completion (what lm-eval's is compared with)."""
+    items, contexts, stop, max_new_tokens = requests
+    code = task in CODE_TASKS
     return OursRun(
         task=task,
         items=items,
         contexts=contexts,
-        predictions={r.id: r.prediction for r in result.samples},
+        predictions={r.id: r.output if code else r.prediction for r in result.samples},
         outputs={r.id: r.output for r in result.samples},
         correct={r.id: r.correct for r in result.samples},
         seconds=seconds,
         engine_seconds=result.runtime_s,
         stop=stop,
         max_new_tokens=max_new_tokens,
+        code_line=code_line,
     )
 
 
@@ -249,7 +260,7 @@ def run_code(args: argparse.Namespace, backend: Any, task: str) -> OursRun:
     bench = load_benchmark(task, BenchmarkContext(executor=timed))
     n = args.humaneval_items
     samples = bench.samples(list(bench.sample_ids())[:n])
-    items, contexts, stop, max_new_tokens = _requests(task, bench, samples)
+    requests = _requests(task, bench, samples)
     config = EvalConfig(n=n, seed="fixed", batch_size=args.batch_size, prompt_style="plain")
     print(f"[ours] {task}: problems {samples[0].id}..{samples[-1].id}, {timed.kind}", flush=True)
     t0 = time.perf_counter()
@@ -264,20 +275,10 @@ def run_code(args: argparse.Namespace, backend: Any, task: str) -> OursRun:
         f"pass@1 {passed}/{n}",
         flush=True,
     )
-    return OursRun(
-        task=task,
-        items=items,
-        contexts=contexts,
-        predictions={r.id: r.output for r in result.samples},
-        outputs={r.id: r.output for r in result.samples},
-        correct={r.id: r.correct for r in result.samples},
-        seconds=seconds,
-        engine_seconds=result.runtime_s,
-        stop=stop,
-        max_new_tokens=max_new_tokens,
-        code_line=f"sandbox_share={share:.3f} sandbox_s_per_program={per_program:.3f} "
-        f"passed={passed}/{n}",
+    code_line = (
+        f"sandbox_share={share:.3f} sandbox_s_per_program={per_program:.3f} passed={passed}/{n}"
     )
+    return _ours_run(task, requests, result, seconds, code_line)
 
 
 # -- lm-eval venv, items and task YAMLs -----------------------------------------------
