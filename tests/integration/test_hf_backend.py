@@ -131,6 +131,7 @@ def test_packed_questions_score_as_one_forward_per_option(backend, hf_model):
         [_full_forward_loglikelihood(model, tokenizer, r.context, c) for c in r.continuations]
         for r in requests
     ]
+    assert backend.lm.fast and backend.lm.packed  # SDPA: the packed path runs
     for batch_size in (1, 2, 8):
         results = backend.choose(requests, batch_size=batch_size)
         for result, want in zip(results, expected, strict=True):

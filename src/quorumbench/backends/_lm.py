@@ -8,8 +8,9 @@ benchmark starts with is run through the model once and its key/value cache reus
   attention mask keeps each option from seeing the others and the positions of
   each option restart where the context ends, so every option is scored as if it
   followed the context alone, while the context runs once. One forward scores
-  ``batch_size`` questions. (Models whose cache we cannot manage take the plain
-  path: ``batch_size`` pairs per forward, each with its whole context.)
+  ``batch_size`` questions. (Models whose cache we cannot manage, or whose attention
+  takes no custom mask, take the plain path: ``batch_size`` pairs per forward, each
+  with its whole context.)
 * Generation: continuous batching. Up to ``batch_size`` rows decode together in a
   :class:`~quorumbench.backends._kv.SlotCache`; when a row stops (EOS, a stop
   sequence or its token limit) the next prompt is prefilled into its slot, so the
@@ -95,6 +96,9 @@ class CausalLM:
         params = inspect.signature(model.forward).parameters
         self._keep_arg = "logits_to_keep" in params
         self.fast = self._probe_fast_path()
+        self.packed = getattr(model.config, "_attn_implementation", None) in PACKING_ATTENTION
+        """Whether options may be packed into one row: the attention honours a custom
+        4-D mask (flash-attention kernels take only padding masks)."""
 
     # -- model calls -------------------------------------------------------------
 
@@ -168,7 +172,7 @@ class CausalLM:
             usage.add_prompt_tokens(sum(len(ctx) + len(cont) for ctx, cont in seqs))
         order = sorted(range(len(seqs)), key=lambda i: seqs[i][0] + seqs[i][1])
         out = [0.0] * len(seqs)
-        if not self.fast:
+        if not (self.fast and self.packed):
             for start in range(0, len(order), batch_size):
                 batch = order[start : start + batch_size]
                 for i, ll in zip(
@@ -461,6 +465,8 @@ class CausalLM:
         return [r for r in results if r is not None]
 
 
+PACKING_ATTENTION = frozenset({"sdpa", "eager"})
+"""Attention implementations that apply a custom 4-D mask as given."""
 MAX_PACKED_TOKENS = 512
 """Continuation tokens one packed row may hold; a question with more is split."""
 MAX_MASK_ELEMENTS = 1 << 25
