@@ -183,7 +183,7 @@ class CausalLM:
             return out
         groups = _option_groups(order, seqs)
         # rows of similar length together: less padding in each packed batch
-        groups.sort(key=lambda g: len(seqs[g[0]][0]) + sum(len(seqs[i][1]) for i in g))
+        groups.sort(key=lambda g: _row_length(g, seqs))
         for chunk in _packed_chunks(groups, seqs, batch_size):
             packed = self._packed_batch([(seqs[g[0]][0], [seqs[i][1] for i in g]) for g in chunk])
             for group, lls in zip(chunk, packed, strict=True):
@@ -273,8 +273,8 @@ class CausalLM:
                 mask[b, 0, begin:end, shared + begin : shared + end] = causal[
                     : len(cont), : len(cont)
                 ]
-            for pad in range(len(rows[b]), width):  # padding sees itself: no empty row
-                mask[b, 0, pad, shared + pad] = 0
+            pads = torch.arange(len(rows[b]), width)  # padding sees itself: no empty row
+            mask[b, 0, pads, shared + pads] = 0
         ids = self._tensor([row + [self.pad_token_id] * (width - len(row)) for row in rows])
         position_ids = self._tensor([pos + [0] * (width - len(pos)) for pos in positions])
         logits = self._forward(
@@ -494,6 +494,12 @@ def _option_groups(
     return groups
 
 
+def _row_length(group: list[int], seqs: Sequence[tuple[list[int], list[int]]]) -> int:
+    """A packed row's length before its shared prefix is cut: the context and every
+    continuation of ``group``."""
+    return len(seqs[group[0]][0]) + sum(len(seqs[i][1]) for i in group)
+
+
 def _packed_chunks(
     groups: list[list[int]], seqs: Sequence[tuple[list[int], list[int]]], batch_size: int
 ) -> list[list[list[int]]]:
@@ -501,7 +507,7 @@ def _packed_chunks(
     rows whose mask stays under :data:`MAX_MASK_ELEMENTS` (a row alone always goes)."""
     chunks: list[list[list[int]]] = []
     for group in groups:
-        length = len(seqs[group[0]][0]) + sum(len(seqs[i][1]) for i in group)
+        length = _row_length(group, seqs)
         rows = len(chunks[-1]) + 1 if chunks else 0
         if chunks and rows <= batch_size and rows * length * length <= MAX_MASK_ELEMENTS:
             chunks[-1].append(group)
